@@ -1,0 +1,97 @@
+"""Generate the synchronous face of txqueue from the hand-written asyncio face.
+
+    python tools/async_to_sync.py          # rewrite the generated files
+    python tools/async_to_sync.py --check  # fail if any generated file is out of date (CI)
+
+Token-level rewrite with ``unasync`` (async/await removed, Async* names mapped to their sync
+twins), then ``ruff`` sorts imports and formats, so the output is stable and lint-clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import unasync
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = {
+    "txqueue/_async/protocol.py": "txqueue/_sync/protocol.py",
+    "txqueue/_async/drivers.py": "txqueue/_sync/drivers.py",
+    "txqueue/_async/database.py": "txqueue/_sync/database.py",
+    "txqueue/drivers/sqlite/_async.py": "txqueue/drivers/sqlite/_sync.py",
+    "txqueue/drivers/postgres/_async.py": "txqueue/drivers/postgres/_sync.py",
+}
+NAMES = {
+    "_async": "_sync",
+    "connect_async": "connect",
+    "AsyncConnection": "Connection",
+    "AsyncConnectionPool": "ConnectionPool",
+    "AsyncCursor": "Cursor",
+    "AsyncIterator": "Iterator",
+}
+_SYNC_PREFIX = re.compile(r"\bSync([A-Z]\w*)")  # unasync turns AsyncX into SyncX
+_ASYNC_PREFIX = re.compile(r"\bAsync([A-Z]\w*)")  # names inside docstrings and comments
+_AWAITABLE = re.compile(r"Awaitable\[(\w+)\]")
+HEADER = "# Generated from {source} by tools/async_to_sync.py: edit that file, then regenerate.\n"
+
+
+def generate(source: Path) -> str:
+    """The sync twin of one async source file, formatted."""
+    with tempfile.TemporaryDirectory() as scratch:
+        async_dir = Path(scratch) / "_async_src"
+        sync_dir = Path(scratch) / "_sync_out"
+        async_dir.mkdir()
+        copy = async_dir / "module.py"
+        shutil.copy(source, copy)
+        rule = unasync.Rule(str(async_dir), str(sync_dir), additional_replacements=NAMES)
+        unasync.unasync_files([str(copy)], rules=[rule])
+        out = sync_dir / "module.py"
+        text = out.read_text()
+        text = _SYNC_PREFIX.sub(r"\1", text)
+        text = _ASYNC_PREFIX.sub(r"\1", text).replace("asyncio face", "sync face")
+        text = _AWAITABLE.sub(r"\1", text)
+        out.write_text(HEADER.format(source=source.relative_to(ROOT)) + text)
+        ruff = [sys.executable, "-m", "ruff"]
+        subprocess.run([*ruff, "check", "--quiet", "--fix", "--select", "I,F401", str(out)], check=False, cwd=ROOT)
+        subprocess.run([*ruff, "format", "--quiet", str(out)], check=True, cwd=ROOT)
+        return out.read_text()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail when a file is out of date")
+    args = parser.parse_args()
+    stale = []
+    for source_name, target_name in FILES.items():
+        source, target = ROOT / source_name, ROOT / target_name
+        if not source.exists():
+            continue
+        text = generate(source)
+        current = target.read_text() if target.exists() else ""
+        if text == current:
+            continue
+        if args.check:
+            stale.append(target_name)
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    current.splitlines(True), text.splitlines(True), target_name, "(generated)"
+                )
+            )
+        else:
+            target.write_text(text)
+            print(f"wrote {target_name}")
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run python tools/async_to_sync.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""What differs between the faces beyond async/await: threads, sleeping, waiting on sockets.
+
+Hand-written in both ``_async`` and ``_sync``; the code generator leaves these files alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["Lock", "monotonic", "run_blocking", "sleep", "wait_readable"]
+
+T = TypeVar("T")
+Lock = asyncio.Lock
+monotonic = time.monotonic
+
+
+async def run_blocking(function: Callable[..., T], *args: Any) -> T:
+    """Run blocking driver work (SQLite calls) on a worker thread."""
+    return await asyncio.to_thread(function, *args)
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def wait_readable(sock: socket.socket, timeout: float) -> bool:
+    """Wait until ``sock`` is readable or ``timeout`` passes; True when readable."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+    try:
+        await asyncio.wait_for(ready, max(timeout, 0.0))
+        return True
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(sock.fileno())

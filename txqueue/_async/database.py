@@ -1,0 +1,456 @@
+"""The asyncio face: AsyncDatabase, AsyncTransaction, AsyncBatch, AsyncSnapshot.
+
+Written by hand; ``txqueue/_sync/database.py`` (Database, Transaction, Batch, Snapshot) is
+generated from this file by ``tools/async_to_sync.py`` — edit here, then regenerate.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+from txqueue._async._compat import Lock, monotonic, sleep
+from txqueue._async.drivers import open_driver
+from txqueue._async.protocol import AsyncDriver, AsyncDriverTransaction
+from txqueue.core.durations import to_duration
+from txqueue.core.leases import DEFAULT_LEASE
+from txqueue.core.schema import Dialect, Index, Table
+from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams, WriteKind
+from txqueue.errors import Aborted, InvalidArgument, NotFound
+from txqueue.models import LeaseRenewal, Message, QueueInfo, ResultSet
+from txqueue.mutations import prepare_ack, prepare_delete, prepare_send, prepare_write
+from txqueue.sql.ddl import check_against_catalog, parse_ddl, split_statements
+
+__all__ = ["AsyncBatch", "AsyncDatabase", "AsyncSnapshot", "AsyncTransaction", "connect_async"]
+
+T = TypeVar("T")
+
+#: run_in_transaction gives up retrying Aborted transactions after this many attempts.
+MAX_ATTEMPTS = 20
+#: Longest a receive stream sleeps before looking again when nothing wakes it.
+FALLBACK_WAIT = 1.0
+
+
+async def connect_async(
+    url: str, dialect: str | Dialect | None = None, *, clock: Callable[[], datetime | None] | None = None
+) -> AsyncDatabase:
+    """Open a database by URL; record its dialect on first use, check it afterwards.
+
+    ``clock`` pins the time txqueue uses for leases and readiness (tests); by default
+    PostgreSQL's clock is used, and the machine's clock for SQLite.
+    """
+    wanted = _dialect(dialect)
+    driver = await open_driver(url, clock)
+    try:
+        recorded = await driver.initialize(wanted)
+        tables, indexes = await driver.load_catalog()
+    except BaseException:
+        await driver.close()
+        raise
+    return AsyncDatabase(driver, recorded, tables, indexes, clock)
+
+
+def _dialect(value: str | Dialect | None) -> Dialect | None:
+    if value is None or isinstance(value, Dialect):
+        return value
+    try:
+        return Dialect(str(value).lower())
+    except ValueError:
+        raise InvalidArgument(f"dialect must be 'googlesql' or 'postgresql', got {value!r}") from None
+
+
+class AsyncDatabase:
+    """A database holding queues; the entry point of the public API."""
+
+    def __init__(
+        self,
+        driver: AsyncDriver,
+        dialect: Dialect,
+        tables: dict[str, Table],
+        indexes: dict[str, Index],
+        clock: Callable[[], datetime | None] | None,
+    ) -> None:
+        self._driver = driver
+        self.dialect = dialect
+        self._tables = tables
+        self._indexes = indexes
+        self._clock = clock or (lambda: None)
+        self._ddl_lock = Lock()
+
+    @property
+    def engine(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
+        return self._driver.engine
+
+    def now(self) -> datetime | None:
+        """The pinned time, or None for the database's own clock."""
+        return self._clock()
+
+    async def __aenter__(self) -> AsyncDatabase:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self._driver.close()
+
+    # ---- schema ---------------------------------------------------------------------------
+
+    async def update_ddl(self, statements: Sequence[str] | str) -> None:
+        """Apply Spanner DDL (in the database's dialect), all statements or none."""
+        if isinstance(statements, str):
+            statements = [statements]
+        texts = [piece for text in statements for piece in split_statements(text)]
+        if not texts:
+            raise InvalidArgument("statements must contain at least one DDL statement")
+        parsed = [parse_ddl(text, self.dialect) for text in texts]
+        async with self._ddl_lock:
+            tables, indexes = await self._driver.load_catalog()
+            working_tables, working_indexes = dict(tables), dict(indexes)
+            for statement in parsed:
+                check_against_catalog(statement, working_tables, working_indexes)
+                _simulate(statement, working_tables, working_indexes)
+            await self._driver.apply_ddl(parsed)
+            self._tables, self._indexes = await self._driver.load_catalog()
+
+    async def table(self, name: str) -> Table:
+        """The schema of a table or queue (reloads the catalog once when unknown)."""
+        if not isinstance(name, str):
+            raise InvalidArgument(f"table name must be a string, got {type(name).__name__}")
+        found = self._tables.get(name.lower())
+        if found is None:
+            self._tables, self._indexes = await self._driver.load_catalog()
+            found = self._tables.get(name.lower())
+        if found is None:
+            raise NotFound(f"no table or queue named {name!r}")
+        return found
+
+    async def queue(self, name: str) -> Table:
+        """The schema of a queue; NotFound when there is none, InvalidArgument for a table."""
+        found = await self.table(name)
+        if not found.is_queue:
+            raise InvalidArgument(f"{name} is a table, not a queue")
+        return found
+
+    async def queues(self) -> list[Table]:
+        """Every queue, by name."""
+        self._tables, self._indexes = await self._driver.load_catalog()
+        return sorted((t for t in self._tables.values() if t.is_queue), key=lambda t: t.name)
+
+    # ---- transactions -------------------------------------------------------------------
+
+    def batch(self, connection: Any = None) -> AsyncBatch:
+        """Buffer mutations and commit them atomically when the ``async with`` block ends."""
+        return AsyncBatch(self, connection)
+
+    def snapshot(self) -> AsyncSnapshot:
+        """A read-only transaction for queries."""
+        return AsyncSnapshot(self)
+
+    async def run_in_transaction(
+        self, function: Callable[..., Awaitable[T]], *args: Any, connection: Any = None, **kwargs: Any
+    ) -> T:
+        """Run ``function(transaction, *args, **kwargs)`` and commit; retry only on Aborted.
+
+        A transaction is re-run only when the engine aborted it (a conflict), never when the
+        outcome of COMMIT is unknown. With ``connection`` it joins the caller's open
+        transaction inside a savepoint and neither commits nor retries.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            driver_transaction = await self._driver.begin(connection)
+            transaction = AsyncTransaction(self, driver_transaction)
+            try:
+                result = await function(transaction, *args, **kwargs)
+                await driver_transaction.commit()
+                return result
+            except Aborted:
+                await driver_transaction.rollback()
+                if connection is not None or attempt >= MAX_ATTEMPTS:
+                    raise
+            except BaseException:
+                await driver_transaction.rollback()
+                raise
+            await sleep(min(0.005 * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
+
+    # ---- receiving ----------------------------------------------------------------------
+
+    def receive(
+        self,
+        queue: str,
+        max_duration: timedelta | str = timedelta(seconds=20),
+        max_batch_size: int = 1,
+        lease_duration: timedelta | str = DEFAULT_LEASE,
+        priority: Any = None,
+    ) -> AsyncIterator[Message]:
+        """Stream ready messages under a lease until ``max_duration`` ends.
+
+        Wakes promptly when a send commits, when a deliver time comes due and when an expired
+        lease's backoff ends. Messages of a batch not yet handed out when the stream is closed
+        early are released at once, so no one waits for their lease to expire. Arguments are
+        checked here, before the stream starts.
+        """
+        duration = to_duration(max_duration, "max_duration")
+        lease = to_duration(lease_duration, "lease_duration")
+        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int):
+            raise InvalidArgument("max_batch_size must be a positive integer")
+        if max_batch_size < 1:
+            raise InvalidArgument(f"max_batch_size must be a positive integer, got {max_batch_size}")
+        if priority is not None:
+            raise InvalidArgument("priority must be NULL: its meaning is undefined upstream")
+        if not isinstance(queue, str):
+            raise InvalidArgument(f"queue must be a string, got {type(queue).__name__}")
+        cached = self._tables.get(queue.lower())
+        if cached is not None and not cached.is_queue:
+            raise InvalidArgument(f"{queue} is a table, not a queue")
+        return self._stream(queue, duration, max_batch_size, lease)
+
+    async def _stream(
+        self, queue: str, duration: timedelta, max_batch_size: int, lease: timedelta
+    ) -> AsyncIterator[Message]:
+        table = await self.queue(queue)
+        deadline = monotonic() + duration.total_seconds()
+        receiver = await self._driver.open_receiver(table)
+        pending: list[Message] = []
+        try:
+            while True:
+                batch = await receiver.receive(ReceiveParams(table, max_batch_size, lease, self.now()))
+                if batch:
+                    pending = _mark_last(batch)
+                    while pending:
+                        message = pending.pop(0)
+                        yield message
+                if monotonic() >= deadline:
+                    return
+                if batch:
+                    continue
+                remaining = deadline - monotonic()
+                due = await receiver.seconds_until_ready(table)
+                wait = min(remaining, FALLBACK_WAIT if due is None else max(due, 0.0))
+                if wait > 0:
+                    await receiver.wait(wait)
+        finally:
+            if pending:
+                tokens = [m.lease_token for m in pending]
+                await self._driver.release(ReleaseParams(table, tokens, timedelta(0), self.now()))
+            await receiver.close()
+
+    async def renew_lease(
+        self, queue: str, tokens: Sequence[str], extension: timedelta | str = DEFAULT_LEASE
+    ) -> list[LeaseRenewal]:
+        """Extend leases by ``extension`` from now; each renewal returns a new token."""
+        table = await self.queue(queue)
+        return await self._driver.renew(
+            RenewParams(table, _tokens(tokens), to_duration(extension, "extension"), self.now())
+        )
+
+    async def release_lease(
+        self, queue: str, tokens: Sequence[str], delay: timedelta = timedelta(0)
+    ) -> int:
+        """Give leases back: the messages are receivable again after ``delay``."""
+        table = await self.queue(queue)
+        wait = to_duration(delay, "delay", allow_zero=True)
+        return await self._driver.release(ReleaseParams(table, _tokens(tokens), wait, self.now()))
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """Ready, leased and scheduled counts of a queue."""
+        table = await self.queue(queue)
+        counts = await self._driver.queue_counts(table)
+        return QueueInfo(
+            name=table.name,
+            ready=int(counts["ready"]),
+            leased=int(counts["leased"]),
+            scheduled=int(counts["scheduled"]),
+            dead_letters=int(counts.get("dead_letters", 0)),
+            oldest_ready_age_seconds=counts["oldest_ready_age_seconds"],
+        )
+
+
+def _mark_last(batch: list[Message]) -> list[Message]:
+    from dataclasses import replace
+
+    return [*batch[:-1], replace(batch[-1], last_in_batch=True)]
+
+
+def _tokens(tokens: Sequence[str]) -> list[str]:
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        raise InvalidArgument("tokens must be a list of lease tokens")
+    for token in tokens:
+        if not isinstance(token, str):
+            raise InvalidArgument("tokens must be a list of lease tokens (strings)")
+    return list(tokens)
+
+
+def _simulate(statement: Any, tables: dict[str, Table], indexes: dict[str, Index]) -> None:
+    """Apply a checked statement to a working copy of the catalog (to check the next one)."""
+    from txqueue.core.schema import CreateIndex, CreateTable, DropIndex, DropTable
+
+    if isinstance(statement, CreateTable):
+        tables.setdefault(statement.table.name.lower(), statement.table)
+    elif isinstance(statement, DropTable):
+        tables.pop(statement.name.lower(), None)
+    elif isinstance(statement, CreateIndex):
+        indexes.setdefault(statement.index.name.lower(), statement.index)
+    elif isinstance(statement, DropIndex):
+        indexes.pop(statement.name.lower(), None)
+
+
+class AsyncTransaction:
+    """A read-write transaction handed to ``run_in_transaction``'s function."""
+
+    def __init__(self, database: AsyncDatabase, transaction: AsyncDriverTransaction) -> None:
+        self._database = database
+        self._transaction = transaction
+
+    async def insert(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+        """Insert rows; AlreadyExists when a key is taken."""
+        await self._write(table, WriteKind.INSERT, columns, values)
+
+    async def update(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+        """Update existing rows; NotFound when a key is missing."""
+        await self._write(table, WriteKind.UPDATE, columns, values)
+
+    async def insert_or_update(
+        self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]
+    ) -> None:
+        """Insert rows, or update the given columns of rows that exist."""
+        await self._write(table, WriteKind.INSERT_OR_UPDATE, columns, values)
+
+    async def replace(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+        """Delete each row if present (with its cascades), then insert it as given."""
+        await self._write(table, WriteKind.REPLACE, columns, values)
+
+    async def _write(
+        self, table: str, kind: WriteKind, columns: Sequence[str], values: Sequence[Sequence[Any]]
+    ) -> None:
+        schema = await self._database.table(table)
+        await self._transaction.write(prepare_write(schema, kind, columns, values))
+
+    async def delete(self, table: str, keys: Sequence[Any] | None) -> int:
+        """Delete rows by primary key (``keys=None``: every row); returns how many."""
+        schema = await self._database.table(table)
+        return await self._transaction.delete(prepare_delete(schema, keys))
+
+    async def send(
+        self, queue: str, key: Any, payload: Any, deliver_time: datetime | None = None
+    ) -> None:
+        """Send a message, atomically with the rest of the transaction."""
+        schema = await self._database.queue(queue)
+        await self._transaction.send(prepare_send(schema, key, payload, deliver_time))
+
+    async def ack(
+        self,
+        queue: str,
+        key: Any,
+        ignore_not_found: bool = False,
+        lease_token: str | None = None,
+    ) -> None:
+        """Acknowledge (delete) a message; with ``lease_token`` only while it holds the lease."""
+        schema = await self._database.queue(queue)
+        params = prepare_ack(schema, key, ignore_not_found, lease_token, self._database.now())
+        await self._transaction.ack(params)
+
+    async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
+        """Run a query in the engine's SQL."""
+        return await self._transaction.execute_sql(_sql(sql), params)
+
+    async def execute_update(self, sql: str, params: Any = None) -> int:
+        """Run a DML statement in the engine's SQL; returns the row count."""
+        return await self._transaction.execute_update(_sql(sql), params)
+
+    async def batch_update(self, statements: Sequence[Any]) -> list[int]:
+        """Run DML statements in order (each a string or a ``(sql, params)`` pair)."""
+        counts = []
+        for statement in statements:
+            sql, params = (statement, None) if isinstance(statement, str) else statement
+            counts.append(await self.execute_update(sql, params))
+        return counts
+
+
+def _sql(sql: object) -> str:
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidArgument("sql must be a non-empty string")
+    return sql
+
+
+class AsyncBatch:
+    """Mutations buffered in order and committed together when the block ends without error."""
+
+    def __init__(self, database: AsyncDatabase, connection: Any) -> None:
+        self._database = database
+        self._connection = connection
+        self._operations: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def _add(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self._operations.append((name, args, kwargs))
+
+    def insert(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+        self._add("insert", table, columns, values)
+
+    def update(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+        self._add("update", table, columns, values)
+
+    def insert_or_update(
+        self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]
+    ) -> None:
+        self._add("insert_or_update", table, columns, values)
+
+    def replace(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+        self._add("replace", table, columns, values)
+
+    def delete(self, table: str, keys: Sequence[Any] | None) -> None:
+        self._add("delete", table, keys)
+
+    def send(self, queue: str, key: Any, payload: Any, deliver_time: datetime | None = None) -> None:
+        self._add("send", queue, key, payload, deliver_time)
+
+    def ack(
+        self, queue: str, key: Any, ignore_not_found: bool = False, lease_token: str | None = None
+    ) -> None:
+        self._add("ack", queue, key, ignore_not_found, lease_token)
+
+    async def __aenter__(self) -> AsyncBatch:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if kind is not None or not self._operations:
+            return
+        await self._database.run_in_transaction(self._apply, connection=self._connection)
+
+    async def _apply(self, transaction: AsyncTransaction) -> None:
+        for name, args, kwargs in self._operations:
+            await getattr(transaction, name)(*args, **kwargs)
+
+
+class AsyncSnapshot:
+    """A read-only transaction: ``execute_sql`` sees one consistent state."""
+
+    def __init__(self, database: AsyncDatabase) -> None:
+        self._database = database
+        self._transaction: AsyncDriverTransaction | None = None
+
+    async def __aenter__(self) -> AsyncSnapshot:
+        self._transaction = await self._database._driver.begin(read_only=True)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._transaction is not None:
+            await self._transaction.rollback()
+            self._transaction = None
+
+    async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
+        """Run a query in the engine's SQL."""
+        if self._transaction is None:
+            raise InvalidArgument("use the snapshot inside its with-block")
+        return await self._transaction.execute_sql(_sql(sql), params)

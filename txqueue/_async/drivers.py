@@ -1,0 +1,48 @@
+"""Choosing and opening the driver for a database URL (asyncio face)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from txqueue._async.protocol import AsyncDriver
+from txqueue.core.url import parse_url
+from txqueue.errors import InvalidArgument
+
+__all__ = ["open_driver"]
+
+
+async def open_driver(url: str, clock: Callable[[], datetime | None] | None) -> AsyncDriver:
+    """The driver for ``url``; PostgreSQL needs the ``postgres`` extra (psycopg)."""
+    parsed = parse_url(url)
+    if parsed.engine == "sqlite":
+        from txqueue.drivers.sqlite._async import AsyncSqliteDriver
+
+        busy = timedelta(milliseconds=_positive_int(parsed.options.get("busy_timeout_ms", "5000")))
+        return AsyncSqliteDriver(
+            parsed.target, parsed.options.get("synchronous", "FULL"), busy, clock
+        )
+    try:
+        from txqueue.drivers.postgres._async import AsyncPostgresDriver
+    except ImportError as error:  # pragma: no cover - depends on the installed extras
+        raise InvalidArgument(
+            "PostgreSQL support needs psycopg: pip install 'txqueue[postgres]'"
+        ) from error
+    driver = AsyncPostgresDriver(
+        parsed.target,
+        pool_size=_positive_int(parsed.options.get("pool_size", "10")),
+        clock=clock,
+    )
+    await driver.open()
+    return driver
+
+
+def _positive_int(text: Any) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidArgument(f"URL option must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise InvalidArgument(f"URL option must be a positive integer, got {text!r}")
+    return value

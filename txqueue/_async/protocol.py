@@ -1,0 +1,102 @@
+"""The operation-level contract between the Database face and a driver (asyncio face).
+
+Each method is one domain operation in business words; a driver owns all of its SQL and maps
+its engine's errors to ``txqueue.errors`` at this boundary. ``txqueue._sync.protocol`` is
+generated from this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from txqueue.core.schema import DdlStatement, Dialect, Index, Table
+from txqueue.drivers.base import (
+    AckParams,
+    DeleteParams,
+    ReceiveParams,
+    ReleaseParams,
+    RenewParams,
+    SendParams,
+    WriteParams,
+)
+from txqueue.models import LeaseRenewal, Message, ResultSet
+
+__all__ = ["AsyncDriver", "AsyncDriverTransaction", "AsyncReceiver"]
+
+
+class AsyncDriverTransaction(Protocol):
+    """One open transaction; on the caller's own connection it never commits or rolls back."""
+
+    async def write(self, params: WriteParams) -> None:
+        """Apply an insert/update/insert_or_update/replace mutation to checked rows."""
+
+    async def delete(self, params: DeleteParams) -> int:
+        """Delete rows by key (or all rows); returns how many were deleted."""
+
+    async def send(self, params: SendParams) -> None:
+        """Insert a message; AlreadyExists when its key is taken."""
+
+    async def ack(self, params: AckParams) -> None:
+        """Delete a message; NotFound when missing, FailedPrecondition when the token lost it."""
+
+    async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
+        """Run a query in the engine's own SQL and return its rows."""
+
+    async def execute_update(self, sql: str, params: Any = None) -> int:
+        """Run a DML statement in the engine's own SQL; returns the row count."""
+
+    async def commit(self) -> None:
+        """Commit, then wake receivers of the queues this transaction sent to."""
+
+    async def rollback(self) -> None:
+        """Roll back; a no-op when the transaction is already finished."""
+
+
+class AsyncReceiver(Protocol):
+    """A receive stream's hold on the database: leases batches and waits for wake-ups."""
+
+    async def receive(self, params: ReceiveParams) -> list[Message]:
+        """Lease and return up to ``max_batch_size`` ready messages, in one short transaction."""
+
+    async def seconds_until_ready(self, queue: Table) -> float | None:
+        """Seconds until the next message of ``queue`` becomes ready; None when it is empty."""
+
+    async def wait(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds, returning early when a send to the queue commits."""
+
+    async def close(self) -> None:
+        """Release the connection and the wake-up subscription."""
+
+
+class AsyncDriver(Protocol):
+    """A database engine behind txqueue."""
+
+    engine: str
+
+    async def initialize(self, dialect: Dialect | None) -> Dialect:
+        """Create txqueue's catalog when missing; record or check the database's dialect."""
+
+    async def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
+        """Tables (queues included) and indexes by lower-cased name."""
+
+    async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
+        """Apply checked DDL statements, all or none, and record them in the catalog."""
+
+    async def begin(self, connection: Any = None, read_only: bool = False) -> AsyncDriverTransaction:
+        """Start a transaction, or join the caller's open one on ``connection``."""
+
+    async def open_receiver(self, queue: Table) -> AsyncReceiver:
+        """Subscribe to wake-ups for ``queue`` before the first receive, so none is missed."""
+
+    async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
+        """Renew leases by token; expired or unparseable tokens yield no row (SPEC §3)."""
+
+    async def release(self, params: ReleaseParams) -> int:
+        """Give up live leases by token; returns how many were released."""
+
+    async def queue_counts(self, queue: Table) -> Mapping[str, Any]:
+        """ready / leased / scheduled counts and the oldest ready message's age in seconds."""
+
+    async def close(self) -> None:
+        """Close every connection the driver opened."""

@@ -1,0 +1,46 @@
+"""Lease rules shared by every driver: token format, redelivery backoff, defaults.
+
+A lease token is ``<expiration in µs since epoch, 14 hex digits><16 random hex digits>``.
+Carrying the expiration lets ``renew_lease`` tell an *expired* token (no row, as Spanner
+documents) from one whose message was acked or taken over (a row with no new token) without
+keeping history. The random part makes each lease unique.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+__all__ = [
+    "DEFAULT_LEASE",
+    "MAX_BACKOFF_SECONDS",
+    "MAX_BACKOFF_EXPONENT",
+    "redelivery_backoff",
+    "token_expiration_micros",
+]
+
+DEFAULT_LEASE = timedelta(seconds=10)
+MAX_BACKOFF_SECONDS = 3600
+#: 2**12 s > 1 h, so exponents are clamped here before the cap (keeps SQL integer math small).
+MAX_BACKOFF_EXPONENT = 12
+TOKEN_EXPIRATION_DIGITS = 14
+_TOKEN = re.compile(r"[0-9a-f]{14}[0-9a-f]{16}\Z")
+
+
+def redelivery_backoff(expired_leases: int) -> timedelta:
+    """Delay after the n-th expired lease before the message is receivable again.
+
+    ``min(2^(n-1) s, 1 h)``: 1 s, 2 s, 4 s, … capped at an hour (SPEC §3, a decision: Spanner
+    documents "backoff during the first hour, then hourly"). n = 0 means no delay.
+    """
+    if expired_leases <= 0:
+        return timedelta(0)
+    exponent = min(expired_leases - 1, MAX_BACKOFF_EXPONENT)
+    return timedelta(seconds=min(2**exponent, MAX_BACKOFF_SECONDS))
+
+
+def token_expiration_micros(token: object) -> int | None:
+    """The lease expiration a token carries, or None when the token is not one of ours."""
+    if not isinstance(token, str) or not _TOKEN.match(token):
+        return None
+    return int(token[:TOKEN_EXPIRATION_DIGITS], 16)

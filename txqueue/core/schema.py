@@ -1,0 +1,215 @@
+"""The schema model: what a CREATE TABLE / CREATE QUEUE means, independent of any engine.
+
+The DDL front end (``txqueue.sql.ddl``) turns Spanner DDL of either dialect into these
+objects; each driver turns them into its engine's DDL. The catalog stores them as JSON so
+every process sees the same definitions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from txqueue.errors import InvalidArgument
+
+__all__ = [
+    "DELIVER_TIME",
+    "Column",
+    "ColumnType",
+    "CreateIndex",
+    "CreateTable",
+    "DdlStatement",
+    "Dialect",
+    "DropIndex",
+    "DropTable",
+    "Index",
+    "Table",
+    "validate_name",
+]
+
+NAME_MAX_BYTES = 63
+_NAME_RULE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+
+
+class Dialect(str, Enum):
+    """The SQL dialect a database speaks, as in Spanner: recorded once per database."""
+
+    GOOGLESQL = "googlesql"
+    POSTGRESQL = "postgresql"
+
+
+class ColumnType(str, Enum):
+    """Engine-independent column types (GoogleSQL names)."""
+
+    INT64 = "INT64"
+    FLOAT64 = "FLOAT64"
+    FLOAT32 = "FLOAT32"
+    BOOL = "BOOL"
+    STRING = "STRING"
+    BYTES = "BYTES"
+    TIMESTAMP = "TIMESTAMP"
+    DATE = "DATE"
+    JSON = "JSON"
+    NUMERIC = "NUMERIC"
+
+
+PAYLOAD_TYPES = (ColumnType.BYTES, ColumnType.STRING, ColumnType.JSON)
+KEY_TYPES = (
+    ColumnType.INT64,
+    ColumnType.STRING,
+    ColumnType.BYTES,
+    ColumnType.BOOL,
+    ColumnType.TIMESTAMP,
+    ColumnType.DATE,
+    ColumnType.NUMERIC,
+    ColumnType.FLOAT64,
+)
+
+
+def validate_name(name: object, what: str = "name") -> str:
+    """Return ``name`` if it is a safe identifier, else raise InvalidArgument naming the rule.
+
+    Rule: a letter, then letters, digits or underscores, at most 63 bytes (PostgreSQL would
+    silently truncate longer names, so they are refused instead), not starting with
+    ``txqueue_`` or ``_txq`` (reserved for txqueue's own tables and columns).
+    """
+    if not isinstance(name, str):
+        raise InvalidArgument(f"{what} must be a string, got {type(name).__name__}")
+    if not _NAME_RULE.match(name):
+        raise InvalidArgument(
+            f"{what} {name!r} is not a valid identifier: use a letter followed by letters, "
+            "digits or underscores"
+        )
+    if len(name.encode()) > NAME_MAX_BYTES:
+        raise InvalidArgument(f"{what} {name!r} is longer than {NAME_MAX_BYTES} bytes")
+    lowered = name.lower()
+    if lowered.startswith(("txqueue_", "_txq")):
+        raise InvalidArgument(f"{what} {name!r} uses the reserved prefix txqueue_/_txq")
+    return name
+
+
+@dataclass(frozen=True)
+class Column:
+    """One declared column. ``length`` is None for MAX or where no length applies."""
+
+    name: str
+    type: ColumnType
+    nullable: bool = True
+    length: int | None = None
+    array: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table or a queue. A queue's columns include ``Payload``; DeliverTime is implicit.
+
+    ``parent``/``on_delete_cascade`` describe ``INTERLEAVE IN PARENT p [ON DELETE CASCADE]``:
+    the parent's primary key must be a prefix of this table's primary key.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+    is_queue: bool = False
+    parent: str | None = None
+    on_delete_cascade: bool = False
+
+    def column(self, name: str) -> Column:
+        """The column named ``name`` (case-insensitive, as in Spanner)."""
+        lowered = name.lower()
+        for candidate in self.columns:
+            if candidate.name.lower() == lowered:
+                return candidate
+        raise InvalidArgument(f"table {self.name} has no column {name!r}")
+
+    @property
+    def key_columns(self) -> tuple[Column, ...]:
+        return tuple(self.column(name) for name in self.primary_key)
+
+    @property
+    def payload_column(self) -> Column:
+        """The queue's payload column (declared as Payload/payload)."""
+        return self.column("Payload")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["columns"] = [dict(c, type=c["type"].value) for c in data["columns"]]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Table:
+        columns = tuple(
+            Column(
+                name=c["name"],
+                type=ColumnType(c["type"]),
+                nullable=c["nullable"],
+                length=c["length"],
+                array=c.get("array", False),
+            )
+            for c in data["columns"]
+        )
+        return cls(
+            name=data["name"],
+            columns=columns,
+            primary_key=tuple(data["primary_key"]),
+            is_queue=data["is_queue"],
+            parent=data["parent"],
+            on_delete_cascade=data["on_delete_cascade"],
+        )
+
+
+DELIVER_TIME = {Dialect.GOOGLESQL: "DeliverTime", Dialect.POSTGRESQL: "deliver_time"}
+
+
+@dataclass(frozen=True)
+class Index:
+    """CREATE [UNIQUE] INDEX name ON table (columns)."""
+
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    unique: bool = False
+    descending: tuple[bool, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Index:
+        return cls(
+            name=data["name"],
+            table=data["table"],
+            columns=tuple(data["columns"]),
+            unique=data["unique"],
+            descending=tuple(data["descending"]),
+        )
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    table: Table
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropTable:
+    name: str
+    is_queue: bool
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateIndex:
+    index: Index
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropIndex:
+    name: str
+    if_exists: bool = False
+
+
+DdlStatement = CreateTable | DropTable | CreateIndex | DropIndex

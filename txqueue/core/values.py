@@ -1,0 +1,123 @@
+"""Checking Python values against declared columns, before anything is written.
+
+Every mutation and send passes through here, so bad input is refused with an error that
+names the field and the rule, and no engine ever sees a value of the wrong shape.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from txqueue.core.durations import require_aware
+from txqueue.core.schema import Column, ColumnType, Table
+from txqueue.errors import InvalidArgument
+
+__all__ = ["check_key", "check_payload", "check_row", "check_value"]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_value(column: Column, value: Any, field: str) -> Any:
+    """Return ``value`` normalised for ``column`` (UTC datetimes, bytes), or raise InvalidArgument."""
+    if value is None:
+        if not column.nullable:
+            raise InvalidArgument(f"{field} ({column.name}) must not be NULL")
+        return None
+    if column.array:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise InvalidArgument(f"{field} ({column.name}) must be a list")
+        element = Column(column.name, column.type, True, column.length)
+        return [check_value(element, item, f"{field}[{i}]") for i, item in enumerate(value)]
+    kind = column.type
+    if kind is ColumnType.INT64:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgument(f"{field} ({column.name}) must be an int (INT64)")
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise InvalidArgument(f"{field} ({column.name}) is outside the INT64 range")
+        return value
+    if kind in (ColumnType.FLOAT64, ColumnType.FLOAT32):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidArgument(f"{field} ({column.name}) must be a float")
+        return float(value)
+    if kind is ColumnType.BOOL:
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"{field} ({column.name}) must be a bool")
+        return value
+    if kind is ColumnType.STRING:
+        if not isinstance(value, str):
+            raise InvalidArgument(f"{field} ({column.name}) must be a str (STRING)")
+        if column.length is not None and len(value) > column.length:
+            raise InvalidArgument(
+                f"{field} ({column.name}) is longer than STRING({column.length}): {len(value)}"
+            )
+        return value
+    if kind is ColumnType.BYTES:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"{field} ({column.name}) must be bytes (BYTES)")
+        value = bytes(value)
+        if column.length is not None and len(value) > column.length:
+            raise InvalidArgument(
+                f"{field} ({column.name}) is longer than BYTES({column.length}): {len(value)}"
+            )
+        return value
+    if kind is ColumnType.TIMESTAMP:
+        return require_aware(value, f"{field} ({column.name})")
+    if kind is ColumnType.DATE:
+        if isinstance(value, _dt.datetime) or not isinstance(value, _dt.date):
+            raise InvalidArgument(f"{field} ({column.name}) must be a datetime.date")
+        return value
+    if kind is ColumnType.NUMERIC:
+        if isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal)):
+            raise InvalidArgument(f"{field} ({column.name}) must be a Decimal or int (NUMERIC)")
+        return decimal.Decimal(value)
+    if kind is ColumnType.JSON:
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as error:
+            raise InvalidArgument(f"{field} ({column.name}) is not JSON-serialisable") from error
+        return value
+    raise InvalidArgument(f"{field} ({column.name}) has unsupported type {kind}")
+
+
+def check_key(table: Table, key: object, field: str = "key") -> tuple[Any, ...]:
+    """Check a primary key given as a tuple in key-column order; a scalar is a 1-tuple."""
+    if not isinstance(key, (tuple, list)):
+        key = (key,)
+    columns = table.key_columns
+    if len(key) != len(columns):
+        names = ", ".join(c.name for c in columns)
+        raise InvalidArgument(
+            f"{field} of {table.name} must have {len(columns)} part(s) ({names}), got {len(key)}"
+        )
+    return tuple(
+        check_value(column, part, f"{field}[{i}]")
+        for i, (column, part) in enumerate(zip(columns, key))
+    )
+
+
+def check_payload(table: Table, payload: object) -> Any:
+    """Check a message payload against the queue's Payload column (bytes, str or JSON)."""
+    column = table.payload_column
+    if payload is None:
+        raise InvalidArgument(f"payload of {table.name} must not be None")
+    return check_value(column, payload, "payload")
+
+
+def check_row(
+    table: Table, columns: Sequence[str], values: Sequence[Any], field: str = "values"
+) -> tuple[Any, ...]:
+    """Check one row of a write mutation: as many values as columns, each of its column's type."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidArgument(f"{field} must be a sequence of values")
+    if len(values) != len(columns):
+        raise InvalidArgument(
+            f"{field} has {len(values)} value(s) for {len(columns)} column(s) of {table.name}"
+        )
+    return tuple(
+        check_value(table.column(name), value, f"{field}[{i}]")
+        for i, (name, value) in enumerate(zip(columns, values))
+    )

@@ -1,0 +1,1 @@
+"""One driver per engine behind an operation-level protocol; each driver owns its SQL."""

@@ -1,0 +1,105 @@
+"""What every driver is asked to do, one parameter object per operation (River's shape).
+
+The protocols themselves live in ``txqueue._async.protocol`` (and the generated
+``txqueue._sync.protocol``); the parameter objects are shared by both faces. ``now`` is the
+pinned database time for tests: None means "the database's clock".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from txqueue.core.schema import Table
+
+__all__ = [
+    "AckParams",
+    "DeleteParams",
+    "ReceiveParams",
+    "ReleaseParams",
+    "RenewParams",
+    "SendParams",
+    "WriteKind",
+    "WriteParams",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiveParams:
+    """Lease up to ``max_batch_size`` ready messages for ``lease``, oldest deliver time first."""
+
+    queue: Table
+    max_batch_size: int
+    lease: timedelta
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RenewParams:
+    """Extend the leases named by ``tokens`` by ``extension`` from now, with new tokens."""
+
+    queue: Table
+    tokens: Sequence[str]
+    extension: timedelta
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseParams:
+    """Give up the leases named by ``tokens``: receivable again after ``delay``."""
+
+    queue: Table
+    tokens: Sequence[str]
+    delay: timedelta
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendParams:
+    """Insert one message; ``deliver_time`` None means now."""
+
+    queue: Table
+    key: tuple[Any, ...]
+    payload: Any
+    deliver_time: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class AckParams:
+    """Delete one message; with ``lease_token`` only while that token holds the lease."""
+
+    queue: Table
+    key: tuple[Any, ...]
+    lease_token: str | None
+    ignore_not_found: bool
+    now: datetime | None = None
+
+
+class WriteKind(str, Enum):
+    """Spanner's write mutations."""
+
+    INSERT = "insert"
+    UPDATE = "update"
+    INSERT_OR_UPDATE = "insert_or_update"
+    REPLACE = "replace"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteParams:
+    """Write rows (already checked against the table) with one of Spanner's mutations."""
+
+    table: Table
+    kind: WriteKind
+    columns: tuple[str, ...]
+    rows: Sequence[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteParams:
+    """Delete rows by primary key; ``keys`` None deletes every row (Spanner's KeySet all)."""
+
+    table: Table
+    keys: Sequence[tuple[Any, ...]] | None

@@ -1,0 +1,209 @@
+"""Every SQL statement the PostgreSQL driver runs, built once per table from its schema.
+
+Names are folded to lower case (Spanner names are case-insensitive, and so plain SQL such as
+``INSERT INTO usertasks ...`` from the application's own connection finds the table) and
+always quoted; values are always bound. The SQL sticks to what PostgreSQL-compatible
+distributed engines also run: row locks with SKIP LOCKED, no advisory locks on the hot path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from txqueue.core.leases import MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
+from txqueue.core.schema import Column, ColumnType, Index, Table
+
+__all__ = ["CATALOG", "CHANNEL", "QueueStatements", "create_index", "create_table", "ident", "queue_statements"]
+
+#: The LISTEN/NOTIFY channel; the payload is the queue's name.
+CHANNEL = "txqueue"
+#: Serialises catalog creation and DDL between processes (never on the message path).
+DDL_LOCK = 7_401_000_001
+
+CATALOG = (
+    "CREATE TABLE IF NOT EXISTS txqueue_settings (name text PRIMARY KEY, value text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS txqueue_objects ("
+    " name text PRIMARY KEY, kind text NOT NULL, definition text NOT NULL)",
+)
+
+_TYPES = {
+    ColumnType.INT64: "bigint",
+    ColumnType.FLOAT64: "double precision",
+    ColumnType.FLOAT32: "real",
+    ColumnType.BOOL: "boolean",
+    ColumnType.STRING: "text",
+    ColumnType.BYTES: "bytea",
+    ColumnType.TIMESTAMP: "timestamptz",
+    ColumnType.DATE: "date",
+    ColumnType.JSON: "jsonb",
+    ColumnType.NUMERIC: "numeric",
+}
+
+
+def ident(name: str) -> str:
+    """A quoted, lower-cased identifier."""
+    return '"' + name.lower().replace('"', '""') + '"'
+
+
+def object_name(table: str, purpose: str) -> str:
+    """An index name derived from a table name, kept within PostgreSQL's 63 bytes."""
+    name = f"{table.lower()}_txq_{purpose}"
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    return f"{table.lower()[:40]}_{digest}_txq_{purpose}"
+
+
+def _column(column: Column) -> str:
+    kind = _TYPES[column.type]
+    if column.type is ColumnType.STRING and column.length is not None:
+        kind = f"varchar({column.length})"
+    if column.array:
+        kind += "[]"
+    return f"{ident(column.name)} {kind}{'' if column.nullable else ' NOT NULL'}"
+
+
+def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[str]:
+    """CREATE TABLE (and, for queues, the hidden state and its indexes) for ``table``."""
+    parts = [_column(c) for c in table.columns]
+    if table.is_queue:
+        parts += [
+            f"{ident(deliver_time)} timestamptz NOT NULL DEFAULT now()",
+            "_txq_ready_at timestamptz",
+            "_txq_lease_expiration timestamptz",
+            "_txq_lease_token text",
+            "_txq_delivery_count integer NOT NULL DEFAULT 0",
+        ]
+    parts.append(f"PRIMARY KEY ({', '.join(ident(k) for k in table.primary_key)})")
+    if parent is not None:
+        own = ", ".join(ident(k) for k in table.primary_key[: len(parent.primary_key)])
+        theirs = ", ".join(ident(k) for k in parent.primary_key)
+        action = " ON DELETE CASCADE" if table.on_delete_cascade else ""
+        parts.append(f"FOREIGN KEY ({own}) REFERENCES {ident(parent.name)} ({theirs}){action}")
+    name = ident(table.name)
+    statements = [f"CREATE TABLE {name} ({', '.join(parts)})"]
+    if table.is_queue:
+        ready = f"(coalesce(_txq_ready_at, {ident(deliver_time)}))"
+        statements += [
+            f"CREATE INDEX {ident(object_name(table.name, 'ready'))} ON {name} ({ready})",
+            f"CREATE INDEX {ident(object_name(table.name, 'token'))} ON {name} (_txq_lease_token)"
+            " WHERE _txq_lease_token IS NOT NULL",
+        ]
+    return statements
+
+
+def create_index(index: Index) -> str:
+    """CREATE [UNIQUE] INDEX for a user index."""
+    directions = index.descending or (False,) * len(index.columns)
+    columns = ", ".join(
+        ident(c) + (" DESC" if desc else "") for c, desc in zip(index.columns, directions)
+    )
+    unique = "UNIQUE " if index.unique else ""
+    return f"CREATE {unique}INDEX {ident(index.name)} ON {ident(index.table)} ({columns})"
+
+
+def _token(expiration: str) -> str:
+    """SQL for a lease token carrying ``expiration`` (see txqueue.core.leases)."""
+    return (
+        f"lpad(to_hex((extract(epoch FROM {expiration}) * 1000000)::bigint), 14, '0')"
+        " || substr(md5(random()::text), 1, 16)"
+    )
+
+
+def _backoff(count: str) -> str:
+    exponent = f"least(greatest({count}, 0), {MAX_BACKOFF_EXPONENT})"
+    return f"make_interval(secs => least(power(2, {exponent}), {MAX_BACKOFF_SECONDS}))"
+
+
+@dataclass(frozen=True)
+class QueueStatements:
+    """The queue operations of one queue table."""
+
+    receive: str
+    next_ready: str
+    renew: str
+    release: str
+    send: str
+    ack: str
+    ack_with_token: str
+    exists: str
+    counts: str
+
+
+@lru_cache(maxsize=512)
+def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
+    """Build (once) the SQL for the queue operations of ``table``."""
+    name = ident(table.name)
+    keys = [ident(k) for k in table.primary_key]
+    key_list = ", ".join(keys)
+    key_match = " AND ".join(f"{k} = %s" for k in keys)
+    payload = ident(table.payload_column.name)
+    deliver = ident(deliver_time)
+    ready = f"coalesce(_txq_ready_at, {deliver})"
+    now = "coalesce(%(now)s::timestamptz, clock_timestamp())"
+    returned = ", ".join(f"q.{c}" for c in [*keys, payload, deliver])
+    return QueueStatements(
+        receive=(
+            f"WITH clock AS (SELECT {now} AS now),"
+            f" ready AS (SELECT {key_list} FROM {name}, clock WHERE {ready} <= clock.now"
+            f" ORDER BY {ready} LIMIT %(limit)s FOR UPDATE OF {name} SKIP LOCKED)"
+            f" UPDATE {name} AS q SET"
+            f" _txq_lease_token = {_token('clock.now + %(lease)s')},"
+            " _txq_lease_expiration = clock.now + %(lease)s,"
+            f" _txq_ready_at = clock.now + %(lease)s + {_backoff('q._txq_delivery_count')},"
+            " _txq_delivery_count = q._txq_delivery_count + 1"
+            f" FROM ready, clock WHERE ({', '.join(f'q.{k}' for k in keys)})"
+            f" = ({', '.join(f'ready.{k}' for k in keys)})"
+            f" RETURNING {returned}, q._txq_lease_expiration, q._txq_lease_token,"
+            " q._txq_delivery_count"
+        ),
+        next_ready=(
+            f"SELECT extract(epoch FROM min({ready}) - {now})::float8 FROM {name}"
+        ),
+        renew=(
+            f"WITH clock AS (SELECT {now} AS now),"
+            " input AS (SELECT DISTINCT unnest(%(tokens)s::text[]) AS old_token),"
+            f" renewed AS (UPDATE {name} AS q SET"
+            f" _txq_lease_token = {_token('clock.now + %(extension)s')},"
+            " _txq_lease_expiration = clock.now + %(extension)s,"
+            " _txq_ready_at = clock.now + %(extension)s"
+            f" + {_backoff('q._txq_delivery_count - 1')}"
+            " FROM input, clock WHERE q._txq_lease_token = input.old_token"
+            " AND q._txq_lease_expiration > clock.now"
+            " RETURNING input.old_token, q._txq_lease_token AS new_token,"
+            " q._txq_lease_expiration)"
+            " SELECT input.old_token, renewed.new_token, renewed._txq_lease_expiration,"
+            " (extract(epoch FROM clock.now) * 1000000)::bigint"
+            " FROM input CROSS JOIN clock LEFT JOIN renewed USING (old_token)"
+        ),
+        release=(
+            f"WITH clock AS (SELECT {now} AS now)"
+            f" UPDATE {name} AS q SET _txq_lease_token = NULL, _txq_lease_expiration = NULL,"
+            " _txq_ready_at = clock.now + %(delay)s FROM clock"
+            " WHERE q._txq_lease_token = ANY(%(tokens)s::text[])"
+            " AND q._txq_lease_expiration > clock.now"
+        ),
+        send=(
+            f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
+            f" VALUES ({', '.join(['%s'] * (len(keys) + 1))}, coalesce(%s::timestamptz, now()))"
+            " ON CONFLICT DO NOTHING"
+        ),
+        ack=f"DELETE FROM {name} WHERE {key_match}",
+        ack_with_token=(
+            f"DELETE FROM {name} WHERE {key_match} AND _txq_lease_token = %s"
+            " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
+        ),
+        exists=f"SELECT 1 FROM {name} WHERE {key_match}",
+        counts=(
+            f"WITH clock AS (SELECT {now} AS now) SELECT"
+            f" count(*) FILTER (WHERE {ready} <= clock.now"
+            " AND coalesce(_txq_lease_expiration <= clock.now, true)),"
+            " count(*) FILTER (WHERE _txq_lease_expiration > clock.now),"
+            f" count(*) FILTER (WHERE {ready} > clock.now"
+            " AND coalesce(_txq_lease_expiration <= clock.now, true)),"
+            f" extract(epoch FROM clock.now - min({deliver}) FILTER (WHERE {ready} <= clock.now))::float8"
+            f" FROM {name}, clock GROUP BY clock.now"
+        ),
+    )

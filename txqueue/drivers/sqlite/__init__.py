@@ -1,0 +1,1 @@
+"""The SQLite driver: WAL, BEGIN IMMEDIATE for writes, timestamps as integer microseconds."""

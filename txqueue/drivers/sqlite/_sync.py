@@ -1,0 +1,253 @@
+# Generated from txqueue/drivers/sqlite/_async.py by tools/async_to_sync.py: edit that file, then regenerate.
+"""The SQLite driver for the sync face: blocking work runs on worker threads.
+
+``txqueue/drivers/sqlite/_sync.py`` is generated from this file; the SQL and the blocking
+operations live in ``engine``, ``leasing`` and ``catalog``, shared by both.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from txqueue._sync._compat import monotonic, run_blocking, wait_readable
+from txqueue.core.schema import DELIVER_TIME, DdlStatement, Dialect, Index, Table
+from txqueue.drivers.base import (
+    AckParams,
+    DeleteParams,
+    ReceiveParams,
+    ReleaseParams,
+    RenewParams,
+    SendParams,
+    WriteParams,
+)
+from txqueue.drivers.sqlite import catalog, engine, leasing
+from txqueue.drivers.sqlite.engine import map_errors
+from txqueue.drivers.sqlite.pool import SqlitePool
+from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
+from txqueue.errors import InvalidArgument
+from txqueue.models import LeaseRenewal, Message, ResultSet
+
+__all__ = ["SqliteDriver"]
+
+T = TypeVar("T")
+
+#: How often a waiting receiver checks for commits made outside txqueue (no wake-up datagram).
+FALLBACK_POLL = 0.25
+
+
+class SqliteTransaction:
+    """A transaction on a pooled connection, or inside the caller's own open transaction."""
+
+    def __init__(self, driver: SqliteDriver, connection: sqlite3.Connection, owned: bool):
+        self._driver = driver
+        self._connection = connection
+        self._owned = owned
+        self._sent: set[str] = set()
+        self._finished = False
+
+    def _call(self, function: Callable[..., T], *args: Any) -> T:
+        if self._owned:
+            return run_blocking(function, self._connection, *args)
+        return function(self._connection, *args)  # the caller's connection stays on its thread
+
+    def write(self, params: WriteParams) -> None:
+        self._call(engine.write, params)
+
+    def delete(self, params: DeleteParams) -> int:
+        return self._call(engine.delete, params)
+
+    def send(self, params: SendParams) -> None:
+        self._call(engine.send, params, self._driver.deliver_column)
+        self._sent.add(params.queue.name)
+
+    def ack(self, params: AckParams) -> None:
+        self._call(engine.ack, params, self._driver.deliver_column)
+
+    def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
+        return self._call(engine.execute_sql, sql, params)
+
+    def execute_update(self, sql: str, params: Any = None) -> int:
+        return self._call(engine.execute_update, sql, params)
+
+    def commit(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if not self._owned:
+            # The application commits its own transaction; ours was a savepoint inside it.
+            with map_errors():
+                self._connection.execute("RELEASE txqueue")
+            return
+        try:
+            self._call(_commit)
+        finally:
+            self._driver.pool.release(self._connection)
+        if self._sent:
+            notify(self._driver.wakeup_directory, self._sent)
+
+    def rollback(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if self._owned:
+            self._driver.pool.release(self._connection)
+        else:
+            with map_errors():
+                self._connection.execute("ROLLBACK TO txqueue")
+                self._connection.execute("RELEASE txqueue")
+
+
+def _commit(connection: sqlite3.Connection) -> None:
+    with map_errors():
+        try:
+            connection.execute("COMMIT")
+        except sqlite3.Error:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+
+def _begin(connection: sqlite3.Connection, read_only: bool) -> None:
+    with map_errors():
+        connection.execute("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+
+def _data_version(connection: sqlite3.Connection) -> int:
+    with map_errors():
+        return int(connection.execute("PRAGMA data_version").fetchone()[0])
+
+
+class SqliteReceiver:
+    """A receive stream's connection and wake-up socket."""
+
+    def __init__(self, driver: SqliteDriver, queue: Table) -> None:
+        self._driver = driver
+        self._queue = queue
+        self._socket = WakeupSocket(driver.wakeup_directory)
+        self._connection = driver.pool.acquire()
+        self._version: int | None = None
+
+    def receive(self, params: ReceiveParams) -> list[Message]:
+        deliver = self._driver.deliver_column
+        return run_blocking(leasing.receive, self._connection, params, deliver)
+
+    def seconds_until_ready(self, queue: Table) -> float | None:
+        deliver = self._driver.deliver_column
+        now = self._driver.clock()
+        return run_blocking(leasing.next_ready, self._connection, queue, deliver, now)
+
+    def wait(self, timeout: float) -> None:
+        deadline = monotonic() + timeout
+        if self._version is None:
+            self._version = run_blocking(_data_version, self._connection)
+        while True:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                return
+            if wait_readable(self._socket.socket, min(remaining, FALLBACK_POLL)):
+                if self._socket.drain(self._queue.name):
+                    return
+                continue
+            version = run_blocking(_data_version, self._connection)
+            if version != self._version:
+                self._version = version  # someone committed outside txqueue: look again
+                return
+
+    def close(self) -> None:
+        self._socket.close()
+        self._driver.pool.release(self._connection)
+
+
+class SqliteDriver:
+    """SQLite behind the operation-level protocol."""
+
+    engine = "sqlite"
+
+    def __init__(
+        self,
+        path: str,
+        synchronous: str = "FULL",
+        busy_timeout: timedelta = timedelta(seconds=5),
+        clock: Callable[[], Any] | None = None,
+    ) -> None:
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise InvalidArgument(
+                f"synchronous must be one of OFF, NORMAL, FULL, EXTRA, got {synchronous!r}"
+            )
+        self.pool = SqlitePool(path, synchronous.upper(), busy_timeout)
+        self.wakeup_directory = wakeup_directory(path)
+        self.deliver_column = DELIVER_TIME[Dialect.GOOGLESQL]
+        self.clock: Callable[[], Any] = clock or (lambda: None)
+
+    def _with_connection(self, function: Callable[..., T], *args: Any) -> T:
+        connection = run_blocking(self.pool.acquire)
+        try:
+            return run_blocking(function, connection, *args)
+        finally:
+            self.pool.release(connection)
+
+    def initialize(self, dialect: Dialect | None) -> Dialect:
+        recorded = self._with_connection(catalog.initialize, dialect)
+        self.deliver_column = DELIVER_TIME[recorded]
+        return recorded
+
+    def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
+        return self._with_connection(catalog.load_catalog)
+
+    def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
+        self._with_connection(catalog.apply_ddl, statements, self.deliver_column)
+
+    def begin(self, connection: Any = None, read_only: bool = False) -> SqliteTransaction:
+        if connection is not None:
+            own = _own_connection(connection)
+            with map_errors():
+                if not own.in_transaction:
+                    own.execute("BEGIN")  # the application's transaction; it commits it
+                own.execute("SAVEPOINT txqueue")
+            return SqliteTransaction(self, own, owned=False)
+        pooled = run_blocking(self.pool.acquire)
+        try:
+            run_blocking(_begin, pooled, read_only)
+        except BaseException:
+            self.pool.release(pooled)
+            raise
+        return SqliteTransaction(self, pooled, owned=True)
+
+    def open_receiver(self, queue: Table) -> SqliteReceiver:
+        return SqliteReceiver(self, queue)
+
+    def renew(self, params: RenewParams) -> list[LeaseRenewal]:
+        return self._with_connection(leasing.renew, params, self.deliver_column)
+
+    def release(self, params: ReleaseParams) -> int:
+        released = self._with_connection(leasing.release, params, self.deliver_column)
+        if released:
+            notify(self.wakeup_directory, [params.queue.name])
+        return released
+
+    def queue_counts(self, queue: Table) -> Mapping[str, Any]:
+        return self._with_connection(leasing.counts, queue, self.deliver_column, self.clock())
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _own_connection(connection: Any) -> sqlite3.Connection:
+    """The sqlite3 connection behind the caller's connection (sqlite3 or SQLAlchemy)."""
+    raw = connection
+    if not isinstance(raw, sqlite3.Connection):
+        raw = getattr(getattr(connection, "connection", None), "driver_connection", None)
+    if not isinstance(raw, sqlite3.Connection):
+        raise InvalidArgument(
+            "connection must be a sqlite3.Connection or a SQLAlchemy Connection on SQLite, "
+            f"got {type(connection).__name__}"
+        )
+    if raw.isolation_level is None and not raw.in_transaction:
+        raise InvalidArgument(
+            "connection is in autocommit mode with no open transaction: BEGIN first, so the "
+            "send commits with your writes"
+        )
+    return raw

@@ -1,0 +1,288 @@
+"""Blocking SQLite operations on one ``sqlite3.Connection``; both faces' drivers call these.
+
+Transactions are explicit (``isolation_level=None``): ``BEGIN IMMEDIATE`` takes the write lock
+up front, so two writers never deadlock on a read-to-write upgrade; the busy timeout makes
+them queue instead of failing. Engine errors become ``txqueue.errors`` here, with the original
+as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from txqueue.core.durations import from_micros, to_micros
+from txqueue.core.schema import Column, ColumnType, Table
+from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
+from txqueue.drivers.sqlite.statements import quote, queue_statements
+from txqueue.errors import (
+    Aborted,
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    TxqueueError,
+    Unavailable,
+)
+from txqueue.models import Message, ResultSet
+
+__all__ = [
+    "connect",
+    "decode",
+    "encode",
+    "map_errors",
+    "now_micros",
+]
+
+
+def connect(path: str, synchronous: str, busy_timeout: timedelta) -> sqlite3.Connection:
+    """Open a connection in WAL mode with foreign keys on and explicit transactions."""
+    try:
+        connection = sqlite3.connect(
+            path,
+            timeout=busy_timeout.total_seconds(),
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={synchronous}")
+        connection.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.Error as error:
+        raise Unavailable(f"cannot open SQLite database {path!r}: {error}") from error
+    return connection
+
+
+def map_error(error: sqlite3.Error) -> TxqueueError:
+    """The most specific txqueue error for a sqlite3 error."""
+    text = str(error)
+    if isinstance(error, sqlite3.IntegrityError):
+        if "UNIQUE" in text or "PRIMARY KEY" in text:
+            return AlreadyExists(f"row already exists: {text}")
+        if "FOREIGN KEY" in text:
+            return FailedPrecondition(f"interleaving rule violated (parent row missing or has children): {text}")
+        return InvalidArgument(text)
+    if isinstance(error, sqlite3.OperationalError):
+        if "locked" in text or "busy" in text:
+            return Aborted(f"database is busy: {text}")
+        if "no such table" in text:
+            return NotFound(text)
+        if "syntax error" in text or "no such column" in text:
+            return InvalidArgument(text)
+        return Unavailable(text)
+    if isinstance(error, sqlite3.ProgrammingError):
+        return InvalidArgument(text)
+    return Unavailable(text)
+
+
+@contextmanager
+def map_errors() -> Iterator[None]:
+    """Translate sqlite3 errors raised inside the block."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise map_error(error) from error
+
+
+def now_micros(now: datetime | None) -> int:
+    """The pinned time, or the wall clock, in µs (SQLite has no server clock of its own)."""
+    return to_micros(now if now is not None else datetime.now(timezone.utc))
+
+
+def encode(column: Column, value: Any) -> Any:
+    """A checked Python value as SQLite stores it."""
+    if value is None:
+        return None
+    if column.array:
+        return json.dumps([_json_ready(column, item) for item in value])
+    kind = column.type
+    if kind is ColumnType.TIMESTAMP:
+        return to_micros(value)
+    if kind is ColumnType.BOOL:
+        return int(value)
+    if kind is ColumnType.DATE:
+        return value.isoformat()
+    if kind is ColumnType.NUMERIC:
+        return str(value)
+    if kind is ColumnType.JSON:
+        return json.dumps(value)
+    return value
+
+
+def _json_ready(column: Column, value: Any) -> Any:
+    if value is None or column.type in (ColumnType.INT64, ColumnType.STRING, ColumnType.BOOL):
+        return value
+    if column.type is ColumnType.BYTES:
+        return value.hex()
+    return encode(Column(column.name, column.type), value)
+
+
+def decode(column: Column, value: Any) -> Any:
+    """A stored SQLite value as the Python value of its column type."""
+    if value is None:
+        return None
+    if column.array:
+        return json.loads(value)
+    kind = column.type
+    if kind is ColumnType.TIMESTAMP:
+        return from_micros(value)
+    if kind is ColumnType.BOOL:
+        return bool(value)
+    if kind is ColumnType.DATE:
+        return _dt.date.fromisoformat(value)
+    if kind is ColumnType.JSON:
+        return json.loads(value)
+    if kind is ColumnType.BYTES:
+        return bytes(value)
+    if kind is ColumnType.NUMERIC:
+        import decimal
+
+        return decimal.Decimal(value)
+    return value
+
+
+def messages_from_rows(table: Table, rows: Sequence[Sequence[Any]]) -> list[Message]:
+    """Messages from receive's RETURNING rows, oldest deliver time first."""
+    keys = table.key_columns
+    payload = table.payload_column
+    width = len(keys)
+    messages = [
+        Message(
+            queue=table.name,
+            key=tuple(decode(c, v) for c, v in zip(keys, row[:width])),
+            payload=decode(payload, row[width]),
+            deliver_time=from_micros(row[width + 1]),
+            lease_expiration=from_micros(row[width + 2]),
+            lease_token=row[width + 3],
+            delivery_count=row[width + 4],
+        )
+        for row in rows
+    ]
+    messages.sort(key=lambda m: m.deliver_time)
+    return messages
+
+
+def encode_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
+    return [encode(c, v) for c, v in zip(table.key_columns, key)]
+
+
+def send(connection: sqlite3.Connection, params: SendParams, deliver_column: str) -> None:
+    """Insert one message; AlreadyExists when the key is taken."""
+    table = params.queue
+    statements = queue_statements(table, deliver_column)
+    deliver = None if params.deliver_time is None else to_micros(params.deliver_time)
+    values = [*encode_key(table, params.key), encode(table.payload_column, params.payload), deliver]
+    with map_errors():
+        cursor = connection.execute(statements.send, values)
+    if cursor.rowcount == 0:
+        raise AlreadyExists(f"queue {table.name} already has a message with key {params.key!r}")
+
+
+def ack(connection: sqlite3.Connection, params: AckParams, deliver_column: str) -> None:
+    """Delete one message, fenced by its lease token when one is given."""
+    table = params.queue
+    statements = queue_statements(table, deliver_column)
+    key = encode_key(table, params.key)
+    with map_errors():
+        if params.lease_token is None:
+            deleted = connection.execute(statements.ack, key).rowcount
+        else:
+            arguments = [*key, params.lease_token, now_micros(params.now)]
+            deleted = connection.execute(statements.ack_with_token, arguments).rowcount
+            if deleted == 0 and connection.execute(statements.exists, key).fetchone():
+                raise FailedPrecondition(
+                    f"lease token no longer holds the lease of {table.name} {params.key!r}"
+                )
+    if deleted == 0 and not params.ignore_not_found:
+        raise NotFound(f"queue {table.name} has no message with key {params.key!r}")
+
+
+def write(connection: sqlite3.Connection, params: WriteParams) -> None:
+    """Apply one of Spanner's write mutations to already-checked rows."""
+    table = params.table
+    name = quote(table.name)
+    columns = [table.column(c) for c in params.columns]
+    column_list = ", ".join(quote(c.name) for c in columns)
+    marks = ", ".join("?" * len(columns))
+    rows = [[encode(c, v) for c, v in zip(columns, row)] for row in params.rows]
+    key_names = {k.lower() for k in table.primary_key}
+    with map_errors():
+        if params.kind is WriteKind.INSERT:
+            connection.executemany(f"INSERT INTO {name} ({column_list}) VALUES ({marks})", rows)
+        elif params.kind is WriteKind.INSERT_OR_UPDATE:
+            others = [c for c in columns if c.name.lower() not in key_names]
+            keys = ", ".join(quote(k) for k in table.primary_key)
+            action = (
+                "DO UPDATE SET " + ", ".join(f"{quote(c.name)} = excluded.{quote(c.name)}" for c in others)
+                if others
+                else "DO NOTHING"
+            )
+            connection.executemany(
+                f"INSERT INTO {name} ({column_list}) VALUES ({marks}) ON CONFLICT ({keys}) {action}",
+                rows,
+            )
+        elif params.kind is WriteKind.REPLACE:
+            positions = [params.columns.index(_declared(params.columns, k)) for k in table.primary_key]
+            match = " AND ".join(f"{quote(k)} = ?" for k in table.primary_key)
+            for row in rows:
+                connection.execute(f"DELETE FROM {name} WHERE {match}", [row[i] for i in positions])
+            connection.executemany(f"INSERT INTO {name} ({column_list}) VALUES ({marks})", rows)
+        else:
+            _update(connection, params, rows)
+
+
+def _declared(columns: Sequence[str], key: str) -> str:
+    for column in columns:
+        if column.lower() == key.lower():
+            return column
+    raise InvalidArgument(f"columns must include the primary-key column {key}")
+
+
+def _update(connection: sqlite3.Connection, params: WriteParams, rows: list[list[Any]]) -> None:
+    table = params.table
+    key_names = {k.lower() for k in table.primary_key}
+    positions = [params.columns.index(_declared(params.columns, k)) for k in table.primary_key]
+    others = [i for i, c in enumerate(params.columns) if c.lower() not in key_names]
+    if not others:
+        return
+    assignments = ", ".join(f"{quote(params.columns[i])} = ?" for i in others)
+    match = " AND ".join(f"{quote(k)} = ?" for k in table.primary_key)
+    sql = f"UPDATE {quote(table.name)} SET {assignments} WHERE {match}"
+    for row in rows:
+        count = connection.execute(sql, [row[i] for i in others] + [row[i] for i in positions]).rowcount
+        if count == 0:
+            key = tuple(row[i] for i in positions)
+            raise NotFound(f"table {table.name} has no row with key {key!r}")
+
+
+def delete(connection: sqlite3.Connection, params: DeleteParams) -> int:
+    """Delete rows by key, or every row when ``keys`` is None."""
+    table = params.table
+    name = quote(table.name)
+    with map_errors():
+        if params.keys is None:
+            return connection.execute(f"DELETE FROM {name}").rowcount
+        match = " AND ".join(f"{quote(k)} = ?" for k in table.primary_key)
+        total = 0
+        for key in params.keys:
+            total += connection.execute(f"DELETE FROM {name} WHERE {match}", encode_key(table, key)).rowcount
+        return total
+
+
+def execute_sql(connection: sqlite3.Connection, sql: str, params: Any) -> ResultSet:
+    """Run a query in SQLite's SQL."""
+    with map_errors():
+        cursor = connection.execute(sql, params if params is not None else ())
+        rows = [tuple(row) for row in cursor.fetchall()]
+    fields = [d[0] for d in cursor.description or ()]
+    return ResultSet(fields, rows)
+
+
+def execute_update(connection: sqlite3.Connection, sql: str, params: Any) -> int:
+    """Run a DML statement in SQLite's SQL; returns its row count."""
+    with map_errors():
+        return connection.execute(sql, params if params is not None else ()).rowcount

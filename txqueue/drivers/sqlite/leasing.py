@@ -1,0 +1,119 @@
+"""Blocking lease operations for SQLite: receive, renew, release, next-ready, counts.
+
+Each runs in its own short ``BEGIN IMMEDIATE`` transaction, so a lease is durable before the
+receiver sees the message, and two receivers can never lease the same row: SQLite admits one
+writer at a time and the UPDATE picks only rows whose ready time has come.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from typing import Any
+
+from txqueue.core.durations import from_micros
+from txqueue.core.leases import TOKEN_EXPIRATION_DIGITS, token_expiration_micros
+from txqueue.core.schema import Table
+from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams
+from txqueue.drivers.sqlite.engine import map_errors, messages_from_rows, now_micros
+from txqueue.drivers.sqlite.statements import queue_statements
+from txqueue.models import LeaseRenewal, Message
+
+__all__ = ["counts", "next_ready", "receive", "release", "renew"]
+
+
+def _micros(delta: Any) -> int:
+    return int(delta.total_seconds() * 1_000_000)
+
+
+def receive(connection: sqlite3.Connection, params: ReceiveParams, deliver: str) -> list[Message]:
+    """Lease up to ``max_batch_size`` ready messages and commit the leases."""
+    statements = queue_statements(params.queue, deliver)
+    now = now_micros(params.now)
+    arguments = {
+        "now": now,
+        "expiration": now + _micros(params.lease),
+        "limit": params.max_batch_size,
+    }
+    with map_errors():
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            rows = connection.execute(statements.receive, arguments).fetchall()
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+    return messages_from_rows(params.queue, rows)
+
+
+def renew(connection: sqlite3.Connection, params: RenewParams, deliver: str) -> list[LeaseRenewal]:
+    """Renew each live lease with a fresh token; see SPEC §3 for the row rules."""
+    statements = queue_statements(params.queue, deliver)
+    now = now_micros(params.now)
+    expiration = now + _micros(params.extension)
+    renewals: list[LeaseRenewal] = []
+    with map_errors():
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for token in params.tokens:
+                carried = token_expiration_micros(token)
+                if carried is None or carried <= now:
+                    continue  # unparseable or expired: no row
+                new_token = f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}"
+                row = connection.execute(
+                    statements.renew,
+                    {"new_token": new_token, "expiration": expiration, "old_token": token, "now": now},
+                ).fetchone()
+                if row is None:
+                    renewals.append(LeaseRenewal(token, None, None))
+                else:
+                    renewals.append(LeaseRenewal(token, new_token, from_micros(row[0])))
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+    return renewals
+
+
+def release(connection: sqlite3.Connection, params: ReleaseParams, deliver: str) -> int:
+    """Clear live leases so their messages are receivable after ``delay``."""
+    statements = queue_statements(params.queue, deliver)
+    now = now_micros(params.now)
+    ready_at = now + _micros(params.delay)
+    released = 0
+    with map_errors():
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for token in params.tokens:
+                released += connection.execute(
+                    statements.release, {"ready_at": ready_at, "token": token, "now": now}
+                ).rowcount
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+    return released
+
+
+def next_ready(connection: sqlite3.Connection, queue: Table, deliver: str, now: Any) -> float | None:
+    """Seconds until the earliest message becomes ready (≤ 0: ready now); None when empty."""
+    with map_errors():
+        row = connection.execute(queue_statements(queue, deliver).next_ready).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return float(row[0] - now_micros(now)) / 1_000_000
+
+
+def counts(connection: sqlite3.Connection, queue: Table, deliver: str, now: Any) -> dict[str, Any]:
+    """ready / leased / scheduled counts and the oldest ready message's age."""
+    current = now_micros(now)
+    with map_errors():
+        row = connection.execute(queue_statements(queue, deliver).counts, {"now": current}).fetchone()
+    ready, leased, scheduled, oldest = row
+    return {
+        "ready": ready or 0,
+        "leased": leased or 0,
+        "scheduled": scheduled or 0,
+        "oldest_ready_age_seconds": None if oldest is None else (current - oldest) / 1_000_000,
+    }
+

@@ -1,0 +1,169 @@
+"""Every SQL statement the SQLite driver runs, built once per table from its schema.
+
+Identifiers come from validated schema names and are always double-quoted; values are always
+bound parameters. Timestamps are INTEGER microseconds since the Unix epoch (exact, cheap to
+compare, and the hidden-state arithmetic stays in integers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from txqueue.core.leases import MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
+from txqueue.core.schema import Column, ColumnType, Index, Table
+
+__all__ = ["NOW_MICROS", "QueueStatements", "create_index", "create_table", "quote"]
+
+#: SQLite's clock in µs since the epoch (millisecond resolution), for column defaults.
+NOW_MICROS = "(CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))"
+
+CATALOG = (
+    "CREATE TABLE IF NOT EXISTS txqueue_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS txqueue_objects ("
+    " name TEXT PRIMARY KEY, kind TEXT NOT NULL, definition TEXT NOT NULL)",
+)
+
+_TYPES = {
+    ColumnType.INT64: "INTEGER",
+    ColumnType.FLOAT64: "REAL",
+    ColumnType.FLOAT32: "REAL",
+    ColumnType.BOOL: "INTEGER",
+    ColumnType.STRING: "TEXT",
+    ColumnType.BYTES: "BLOB",
+    ColumnType.TIMESTAMP: "INTEGER",
+    ColumnType.DATE: "TEXT",
+    ColumnType.JSON: "TEXT",
+    ColumnType.NUMERIC: "TEXT",
+}
+
+
+def quote(name: str) -> str:
+    """Quote an identifier (names are validated, so this never needs escaping beyond quotes)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _column(column: Column) -> str:
+    kind = "TEXT" if column.array else _TYPES[column.type]
+    return f"{quote(column.name)} {kind}{'' if column.nullable else ' NOT NULL'}"
+
+
+def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[str]:
+    """CREATE TABLE (and, for queues, the hidden state and ready index) for ``table``."""
+    parts = [_column(c) for c in table.columns]
+    if table.is_queue:
+        parts += [
+            f"{quote(deliver_time)} INTEGER NOT NULL DEFAULT {NOW_MICROS}",
+            "_txq_ready_at INTEGER",
+            "_txq_lease_expiration INTEGER",
+            "_txq_lease_token TEXT",
+            "_txq_delivery_count INTEGER NOT NULL DEFAULT 0",
+        ]
+    parts.append(f"PRIMARY KEY ({', '.join(quote(k) for k in table.primary_key)})")
+    if parent is not None:
+        own = ", ".join(quote(k) for k in table.primary_key[: len(parent.primary_key)])
+        theirs = ", ".join(quote(k) for k in parent.primary_key)
+        action = " ON DELETE CASCADE" if table.on_delete_cascade else ""
+        parts.append(f"FOREIGN KEY ({own}) REFERENCES {quote(parent.name)} ({theirs}){action}")
+    statements = [f"CREATE TABLE {quote(table.name)} ({', '.join(parts)})"]
+    if table.is_queue:
+        ready = f"coalesce(_txq_ready_at, {quote(deliver_time)})"
+        statements += [
+            f"CREATE INDEX {quote('_txq_ready_' + table.name)} ON {quote(table.name)} ({ready})",
+            f"CREATE INDEX {quote('_txq_token_' + table.name)} ON {quote(table.name)} "
+            "(_txq_lease_token) WHERE _txq_lease_token IS NOT NULL",
+        ]
+    if parent is not None:
+        child_key = ", ".join(quote(k) for k in table.primary_key[: len(parent.primary_key)])
+        statements.append(
+            f"CREATE INDEX {quote('_txq_parent_' + table.name)} ON {quote(table.name)} ({child_key})"
+        )
+    return statements
+
+
+def create_index(index: Index) -> str:
+    """CREATE [UNIQUE] INDEX for a user index."""
+    directions = index.descending or (False,) * len(index.columns)
+    columns = ", ".join(
+        quote(c) + (" DESC" if desc else "") for c, desc in zip(index.columns, directions)
+    )
+    unique = "UNIQUE " if index.unique else ""
+    return f"CREATE {unique}INDEX {quote(index.name)} ON {quote(index.table)} ({columns})"
+
+
+@dataclass(frozen=True)
+class QueueStatements:
+    """The queue operations of one queue table."""
+
+    receive: str
+    next_ready: str
+    renew: str
+    release: str
+    send: str
+    ack: str
+    ack_with_token: str
+    exists: str
+    counts: str
+
+
+@lru_cache(maxsize=512)
+def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
+    """Build (once) the SQL for the queue operations of ``table``."""
+    name = quote(table.name)
+    keys = [quote(k) for k in table.primary_key]
+    key_match = " AND ".join(f"{k} = ?" for k in keys)
+    payload = quote(table.payload_column.name)
+    deliver = quote(deliver_time)
+    ready = f"coalesce(_txq_ready_at, {deliver})"
+    backoff = f"(min(1 << min(_txq_delivery_count, {MAX_BACKOFF_EXPONENT}), {MAX_BACKOFF_SECONDS}) * 1000000)"
+    returning = ", ".join([*keys, payload, deliver])
+    return QueueStatements(
+        # :expiration and :now are µs; the token carries the expiration (core.leases).
+        receive=(
+            f"UPDATE {name} SET"
+            " _txq_lease_token = printf('%014x', :expiration) || lower(hex(randomblob(8))),"
+            " _txq_lease_expiration = :expiration,"
+            f" _txq_ready_at = :expiration + {backoff},"
+            " _txq_delivery_count = _txq_delivery_count + 1"
+            f" WHERE rowid IN (SELECT rowid FROM {name} WHERE {ready} <= :now"
+            f" ORDER BY {ready} LIMIT :limit)"
+            f" RETURNING {returning}, _txq_lease_expiration, _txq_lease_token,"
+            " _txq_delivery_count"
+        ),
+        next_ready=f"SELECT min({ready}) FROM {name}",
+        renew=(
+            f"UPDATE {name} SET _txq_lease_token = :new_token,"
+            " _txq_lease_expiration = :expiration,"
+            f" _txq_ready_at = :expiration"
+            f" + (min(1 << min(_txq_delivery_count - 1, {MAX_BACKOFF_EXPONENT}),"
+            f" {MAX_BACKOFF_SECONDS}) * 1000000)"
+            " WHERE _txq_lease_token = :old_token AND _txq_lease_expiration > :now"
+            " RETURNING _txq_lease_expiration"
+        ),
+        release=(
+            f"UPDATE {name} SET _txq_lease_token = NULL, _txq_lease_expiration = NULL,"
+            " _txq_ready_at = :ready_at"
+            " WHERE _txq_lease_token = :token AND _txq_lease_expiration > :now"
+        ),
+        send=(
+            f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
+            f" VALUES ({', '.join('?' * (len(keys) + 1))}, coalesce(?, {NOW_MICROS}))"
+            " ON CONFLICT DO NOTHING"
+        ),
+        ack=f"DELETE FROM {name} WHERE {key_match}",
+        ack_with_token=(
+            f"DELETE FROM {name} WHERE {key_match}"
+            " AND _txq_lease_token = ? AND _txq_lease_expiration > ?"
+        ),
+        exists=f"SELECT 1 FROM {name} WHERE {key_match}",
+        counts=(
+            "SELECT"
+            f" sum(CASE WHEN {ready} <= :now AND _txq_lease_expiration IS NULL"
+            f" OR {ready} <= :now AND _txq_lease_expiration <= :now THEN 1 ELSE 0 END),"
+            " sum(CASE WHEN _txq_lease_expiration > :now THEN 1 ELSE 0 END),"
+            f" sum(CASE WHEN {ready} > :now AND coalesce(_txq_lease_expiration, 0) <= :now"
+            " THEN 1 ELSE 0 END),"
+            f" min(CASE WHEN {ready} <= :now THEN {deliver} END)"
+            f" FROM {name}"
+        ),
+    )

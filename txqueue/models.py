@@ -1,0 +1,85 @@
+"""Value objects returned by the public API: frozen, comparable, cheap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+__all__ = ["DeadLetter", "LeaseRenewal", "Message", "QueueInfo", "ResultSet"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One received message, leased to the receiver until ``lease_expiration``.
+
+    ``lease_token`` names this lease; renewing returns a new token and invalidates this one.
+    ``delivery_count`` counts the leases taken on the message, this one included.
+    """
+
+    queue: str
+    key: tuple[Any, ...]
+    payload: Any
+    deliver_time: datetime
+    lease_expiration: datetime
+    lease_token: str
+    delivery_count: int
+    last_in_batch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRenewal:
+    """The outcome of renewing one lease; ``new_token`` is None when it cannot be renewed."""
+
+    old_token: str
+    new_token: str | None
+    lease_expiration: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message that failed for good, kept with what is known about its failures."""
+
+    queue: str
+    key: tuple[Any, ...]
+    payload: Any
+    attempts: int
+    last_error: str
+    first_failure: datetime
+    last_failure: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """Counts describing one queue at one moment."""
+
+    name: str
+    ready: int
+    leased: int
+    scheduled: int
+    dead_letters: int
+    oldest_ready_age_seconds: float | None
+
+
+class ResultSet:
+    """Rows of a query: iterate for tuples; ``fields`` names the columns."""
+
+    __slots__ = ("fields", "rows")
+
+    def __init__(self, fields: list[str], rows: list[tuple[Any, ...]]) -> None:
+        self.fields = fields
+        self.rows = rows
+
+    def __iter__(self) -> Any:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def one(self) -> tuple[Any, ...]:
+        """The single row of a query that must return exactly one."""
+        if len(self.rows) != 1:
+            from txqueue.errors import FailedPrecondition
+
+            raise FailedPrecondition(f"expected exactly one row, got {len(self.rows)}")
+        return self.rows[0]

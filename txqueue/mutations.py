@@ -1,0 +1,85 @@
+"""Turning public mutation arguments into checked driver parameters (shared by both faces).
+
+All checking happens here, before a driver is called, so bad input is refused with a clear
+error and nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from txqueue.core.schema import Table
+from txqueue.core.values import check_key, check_payload, check_row
+from txqueue.core.durations import require_aware
+from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
+from txqueue.errors import InvalidArgument
+
+__all__ = ["prepare_ack", "prepare_delete", "prepare_send", "prepare_write"]
+
+
+def prepare_write(
+    table: Table, kind: WriteKind, columns: Sequence[str], values: Sequence[Sequence[Any]]
+) -> WriteParams:
+    """Check a write mutation: known columns, every key column present, typed values."""
+    if table.is_queue:
+        raise InvalidArgument(
+            f"{table.name} is a queue: use send to add messages and ack to remove them"
+        )
+    if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
+        raise InvalidArgument("columns must be a non-empty sequence of column names")
+    names = tuple(table.column(c).name for c in columns)
+    if len({n.lower() for n in names}) != len(names):
+        raise InvalidArgument("columns must not repeat a column")
+    missing = [k for k in table.primary_key if k.lower() not in {n.lower() for n in names}]
+    if missing:
+        raise InvalidArgument(f"columns must include the primary-key column(s) {', '.join(missing)}")
+    if kind in (WriteKind.INSERT, WriteKind.REPLACE):
+        required = [c.name for c in table.columns if not c.nullable and c.name not in names]
+        if required:
+            raise InvalidArgument(f"columns must include the NOT NULL column(s) {', '.join(required)}")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidArgument("values must be a sequence of rows")
+    rows = [check_row(table, names, row, f"values[{i}]") for i, row in enumerate(values)]
+    return WriteParams(table, kind, names, rows)
+
+
+def prepare_delete(table: Table, keys: Sequence[Any] | None) -> DeleteParams:
+    """Check the keys of a delete mutation; None deletes every row."""
+    if keys is None:
+        return DeleteParams(table, None)
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+        raise InvalidArgument("keys must be a sequence of key tuples")
+    return DeleteParams(table, [check_key(table, key, f"keys[{i}]") for i, key in enumerate(keys)])
+
+
+def prepare_send(
+    table: Table, key: Any, payload: Any, deliver_time: datetime | None
+) -> SendParams:
+    """Check a send: the table is a queue, key and payload match its columns, time is aware."""
+    _require_queue(table)
+    return SendParams(
+        table,
+        check_key(table, key),
+        check_payload(table, payload),
+        None if deliver_time is None else require_aware(deliver_time, "deliver_time"),
+    )
+
+
+def prepare_ack(
+    table: Table, key: Any, ignore_not_found: bool, lease_token: str | None, now: datetime | None
+) -> AckParams:
+    """Check an ack: the table is a queue, the key matches, the token is a string."""
+    _require_queue(table)
+    if lease_token is not None and not isinstance(lease_token, str):
+        raise InvalidArgument("lease_token must be a string")
+    if not isinstance(ignore_not_found, bool):
+        raise InvalidArgument("ignore_not_found must be a bool")
+    return AckParams(table, check_key(table, key), lease_token, ignore_not_found, now)
+
+
+def _require_queue(table: Table) -> None:
+    if not table.is_queue:
+        raise InvalidArgument(f"{table.name} is a table, not a queue")
+
