@@ -27,9 +27,11 @@ FILES = {
     "txqueue/_async/database.py": "txqueue/_sync/database.py",
     "txqueue/drivers/sqlite/_async.py": "txqueue/drivers/sqlite/_sync.py",
     "txqueue/drivers/postgres/_async.py": "txqueue/drivers/postgres/_sync.py",
+    "txqueue/drivers/postgres/_async_dead_letters.py": "txqueue/drivers/postgres/_sync_dead_letters.py",
 }
 NAMES = {
     "_async": "_sync",
+    "_async_dead_letters": "_sync_dead_letters",
     "connect_async": "connect",
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",
@@ -59,7 +61,11 @@ def generate(source: Path) -> str:
         text = _AWAITABLE.sub(r"\1", text)
         out.write_text(HEADER.format(source=source.relative_to(ROOT)) + text)
         ruff = [sys.executable, "-m", "ruff"]
-        subprocess.run([*ruff, "check", "--quiet", "--fix", "--select", "I,F401", str(out)], check=False, cwd=ROOT)
+        subprocess.run(
+            [*ruff, "check", "--quiet", "--fix", "--select", "I,F401", str(out)],
+            check=False,
+            cwd=ROOT,
+        )
         subprocess.run([*ruff, "format", "--quiet", str(out)], check=True, cwd=ROOT)
         return out.read_text()
 
@@ -88,7 +94,9 @@ def main() -> int:
             target.write_text(text)
             print(f"wrote {target_name}")
     if stale:
-        print(f"out of date: {', '.join(stale)}; run python tools/async_to_sync.py", file=sys.stderr)
+        print(
+            f"out of date: {', '.join(stale)}; run python tools/async_to_sync.py", file=sys.stderr
+        )
         return 1
     return 0
 

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from txqueue.core.durations import require_aware
 from txqueue.core.schema import Table
 from txqueue.core.values import check_key, check_payload, check_row
-from txqueue.core.durations import require_aware
 from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
 from txqueue.errors import InvalidArgument
 
@@ -34,11 +34,15 @@ def prepare_write(
         raise InvalidArgument("columns must not repeat a column")
     missing = [k for k in table.primary_key if k.lower() not in {n.lower() for n in names}]
     if missing:
-        raise InvalidArgument(f"columns must include the primary-key column(s) {', '.join(missing)}")
+        raise InvalidArgument(
+            f"columns must include the primary-key column(s) {', '.join(missing)}"
+        )
     if kind in (WriteKind.INSERT, WriteKind.REPLACE):
         required = [c.name for c in table.columns if not c.nullable and c.name not in names]
         if required:
-            raise InvalidArgument(f"columns must include the NOT NULL column(s) {', '.join(required)}")
+            raise InvalidArgument(
+                f"columns must include the NOT NULL column(s) {', '.join(required)}"
+            )
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise InvalidArgument("values must be a sequence of rows")
     rows = [check_row(table, names, row, f"values[{i}]") for i, row in enumerate(values)]
@@ -54,9 +58,7 @@ def prepare_delete(table: Table, keys: Sequence[Any] | None) -> DeleteParams:
     return DeleteParams(table, [check_key(table, key, f"keys[{i}]") for i, key in enumerate(keys)])
 
 
-def prepare_send(
-    table: Table, key: Any, payload: Any, deliver_time: datetime | None
-) -> SendParams:
+def prepare_send(table: Table, key: Any, payload: Any, deliver_time: datetime | None) -> SendParams:
     """Check a send: the table is a queue, key and payload match its columns, time is aware."""
     _require_queue(table)
     return SendParams(
@@ -82,4 +84,3 @@ def prepare_ack(
 def _require_queue(table: Table) -> None:
     if not table.is_queue:
         raise InvalidArgument(f"{table.name} is a table, not a queue")
-

@@ -30,8 +30,13 @@ async def sleep(seconds: float) -> None:
 async def wait_readable(sock: socket.socket, timeout: float) -> bool:
     """Wait until ``sock`` is readable or ``timeout`` passes; True when readable."""
     loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), wake)
     try:
         await asyncio.wait_for(ready, max(timeout, 0.0))
         return True

@@ -18,9 +18,16 @@ from txqueue._async.protocol import AsyncDriver, AsyncDriverTransaction
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE
 from txqueue.core.schema import Dialect, Index, Table
-from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams, WriteKind
+from txqueue.core.values import check_key
+from txqueue.drivers.base import (
+    DeadLetterParams,
+    ReceiveParams,
+    ReleaseParams,
+    RenewParams,
+    WriteKind,
+)
 from txqueue.errors import Aborted, InvalidArgument, NotFound
-from txqueue.models import LeaseRenewal, Message, QueueInfo, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo, ResultSet
 from txqueue.mutations import prepare_ack, prepare_delete, prepare_send, prepare_write
 from txqueue.sql.ddl import check_against_catalog, parse_ddl, split_statements
 
@@ -35,7 +42,10 @@ FALLBACK_WAIT = 1.0
 
 
 async def connect_async(
-    url: str, dialect: str | Dialect | None = None, *, clock: Callable[[], datetime | None] | None = None
+    url: str,
+    dialect: str | Dialect | None = None,
+    *,
+    clock: Callable[[], datetime | None] | None = None,
 ) -> AsyncDatabase:
     """Open a database by URL; record its dialect on first use, check it afterwards.
 
@@ -59,7 +69,9 @@ def _dialect(value: str | Dialect | None) -> Dialect | None:
     try:
         return Dialect(str(value).lower())
     except ValueError:
-        raise InvalidArgument(f"dialect must be 'googlesql' or 'postgresql', got {value!r}") from None
+        raise InvalidArgument(
+            f"dialect must be 'googlesql' or 'postgresql', got {value!r}"
+        ) from None
 
 
 class AsyncDatabase:
@@ -153,7 +165,11 @@ class AsyncDatabase:
         return AsyncSnapshot(self)
 
     async def run_in_transaction(
-        self, function: Callable[..., Awaitable[T]], *args: Any, connection: Any = None, **kwargs: Any
+        self,
+        function: Callable[..., Awaitable[T]],
+        *args: Any,
+        connection: Any = None,
+        **kwargs: Any,
     ) -> T:
         """Run ``function(transaction, *args, **kwargs)`` and commit; retry only on Aborted.
 
@@ -201,7 +217,9 @@ class AsyncDatabase:
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int):
             raise InvalidArgument("max_batch_size must be a positive integer")
         if max_batch_size < 1:
-            raise InvalidArgument(f"max_batch_size must be a positive integer, got {max_batch_size}")
+            raise InvalidArgument(
+                f"max_batch_size must be a positive integer, got {max_batch_size}"
+            )
         if priority is not None:
             raise InvalidArgument("priority must be NULL: its meaning is undefined upstream")
         if not isinstance(queue, str):
@@ -220,7 +238,9 @@ class AsyncDatabase:
         pending: list[Message] = []
         try:
             while True:
-                batch = await receiver.receive(ReceiveParams(table, max_batch_size, lease, self.now()))
+                batch = await receiver.receive(
+                    ReceiveParams(table, max_batch_size, lease, self.now())
+                )
                 if batch:
                     pending = _mark_last(batch)
                     while pending:
@@ -251,12 +271,48 @@ class AsyncDatabase:
         )
 
     async def release_lease(
-        self, queue: str, tokens: Sequence[str], delay: timedelta = timedelta(0)
+        self,
+        queue: str,
+        tokens: Sequence[str],
+        delay: timedelta = timedelta(0),
+        error: str | None = None,
     ) -> int:
-        """Give leases back: the messages are receivable again after ``delay``."""
+        """Give leases back: the messages are receivable again after ``delay``.
+
+        With ``error`` the release records a failed attempt (first/last failure time and the
+        error), which a later dead letter carries.
+        """
         table = await self.queue(queue)
         wait = to_duration(delay, "delay", allow_zero=True)
-        return await self._driver.release(ReleaseParams(table, _tokens(tokens), wait, self.now()))
+        if error is not None and not isinstance(error, str):
+            raise InvalidArgument("error must be a string")
+        params = ReleaseParams(table, _tokens(tokens), wait, self.now(), error)
+        return await self._driver.release(params)
+
+    async def dead_letter(self, queue: str, key: Any, lease_token: str, error: str) -> None:
+        """Move a leased message to the dead letters now, with ``error`` as its last error."""
+        table = await self.queue(queue)
+        if not isinstance(lease_token, str) or not isinstance(error, str):
+            raise InvalidArgument("lease_token and error must be strings")
+        params = DeadLetterParams(table, check_key(table, key), lease_token, error, self.now())
+        await self._driver.dead_letter(params)
+
+    async def dead_letters(self, queue: str, limit: int = 1000) -> list[DeadLetter]:
+        """The dead letters of ``queue``, oldest failure first."""
+        table = await self.queue(queue)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument("limit must be a positive integer")
+        return await self._driver.dead_letters(table, limit)
+
+    async def replay_dead_letters(self, queue: str, keys: Sequence[Any] | None = None) -> int:
+        """Send dead letters (all, or those with ``keys``) back to their queue as new messages."""
+        table = await self.queue(queue)
+        return await self._driver.replay_dead_letters(table, _keys(table, keys))
+
+    async def purge_dead_letters(self, queue: str, keys: Sequence[Any] | None = None) -> int:
+        """Delete dead letters (all, or those with ``keys``) for good."""
+        table = await self.queue(queue)
+        return await self._driver.purge_dead_letters(table, _keys(table, keys))
 
     async def queue_info(self, queue: str) -> QueueInfo:
         """Ready, leased and scheduled counts of a queue."""
@@ -276,6 +332,14 @@ def _mark_last(batch: list[Message]) -> list[Message]:
     from dataclasses import replace
 
     return [*batch[:-1], replace(batch[-1], last_in_batch=True)]
+
+
+def _keys(table: Table, keys: Sequence[Any] | None) -> list[tuple[Any, ...]] | None:
+    if keys is None:
+        return None
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+        raise InvalidArgument("keys must be a list of key tuples")
+    return [check_key(table, key, f"keys[{i}]") for i, key in enumerate(keys)]
 
 
 def _tokens(tokens: Sequence[str]) -> list[str]:
@@ -308,11 +372,15 @@ class AsyncTransaction:
         self._database = database
         self._transaction = transaction
 
-    async def insert(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+    async def insert(
+        self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]
+    ) -> None:
         """Insert rows; AlreadyExists when a key is taken."""
         await self._write(table, WriteKind.INSERT, columns, values)
 
-    async def update(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+    async def update(
+        self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]
+    ) -> None:
         """Update existing rows; NotFound when a key is missing."""
         await self._write(table, WriteKind.UPDATE, columns, values)
 
@@ -322,7 +390,9 @@ class AsyncTransaction:
         """Insert rows, or update the given columns of rows that exist."""
         await self._write(table, WriteKind.INSERT_OR_UPDATE, columns, values)
 
-    async def replace(self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]) -> None:
+    async def replace(
+        self, table: str, columns: Sequence[str], values: Sequence[Sequence[Any]]
+    ) -> None:
         """Delete each row if present (with its cascades), then insert it as given."""
         await self._write(table, WriteKind.REPLACE, columns, values)
 
@@ -407,7 +477,9 @@ class AsyncBatch:
     def delete(self, table: str, keys: Sequence[Any] | None) -> None:
         self._add("delete", table, keys)
 
-    def send(self, queue: str, key: Any, payload: Any, deliver_time: datetime | None = None) -> None:
+    def send(
+        self, queue: str, key: Any, payload: Any, deliver_time: datetime | None = None
+    ) -> None:
         self._add("send", queue, key, payload, deliver_time)
 
     def ack(

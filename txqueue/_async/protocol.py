@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from txqueue.core.schema import DdlStatement, Dialect, Index, Table
 from txqueue.drivers.base import (
     AckParams,
+    DeadLetterParams,
     DeleteParams,
     ReceiveParams,
     ReleaseParams,
@@ -20,7 +21,7 @@ from txqueue.drivers.base import (
     SendParams,
     WriteParams,
 )
-from txqueue.models import LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
 __all__ = ["AsyncDriver", "AsyncDriverTransaction", "AsyncReceiver"]
 
@@ -43,8 +44,14 @@ class AsyncDriverTransaction(Protocol):
     async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
         """Run a query in the engine's own SQL and return its rows."""
 
-    async def execute_update(self, sql: str, params: Any = None) -> int:
-        """Run a DML statement in the engine's own SQL; returns the row count."""
+    async def execute_update(
+        self, sql: str, params: Any = None, expected_rows: int | None = None
+    ) -> int:
+        """Run a DML statement in the engine's own SQL; returns the row count.
+
+        With ``expected_rows`` (ASSERT_ROWS_MODIFIED) a different count undoes that statement
+        alone and raises OutOfRange; the transaction stays open with its earlier writes.
+        """
 
     async def commit(self) -> None:
         """Commit, then wake receivers of the queues this transaction sent to."""
@@ -83,7 +90,9 @@ class AsyncDriver(Protocol):
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
         """Apply checked DDL statements, all or none, and record them in the catalog."""
 
-    async def begin(self, connection: Any = None, read_only: bool = False) -> AsyncDriverTransaction:
+    async def begin(
+        self, connection: Any = None, read_only: bool = False
+    ) -> AsyncDriverTransaction:
         """Start a transaction, or join the caller's open one on ``connection``."""
 
     async def open_receiver(self, queue: Table) -> AsyncReceiver:
@@ -94,6 +103,20 @@ class AsyncDriver(Protocol):
 
     async def release(self, params: ReleaseParams) -> int:
         """Give up live leases by token; returns how many were released."""
+
+    async def dead_letter(self, params: DeadLetterParams) -> None:
+        """Move a message to the dead letters with its failure record, all or nothing."""
+
+    async def dead_letters(self, queue: Table, limit: int) -> list[DeadLetter]:
+        """The dead letters of ``queue``, oldest failure first."""
+
+    async def replay_dead_letters(
+        self, queue: Table, keys: Sequence[tuple[Any, ...]] | None
+    ) -> int:
+        """Send dead letters back to their queue as new messages; returns how many."""
+
+    async def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        """Delete dead letters for good; returns how many."""
 
     async def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         """ready / leased / scheduled counts and the oldest ready message's age in seconds."""

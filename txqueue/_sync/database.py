@@ -19,9 +19,16 @@ from txqueue._sync.protocol import Driver, DriverTransaction
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE
 from txqueue.core.schema import Dialect, Index, Table
-from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams, WriteKind
+from txqueue.core.values import check_key
+from txqueue.drivers.base import (
+    DeadLetterParams,
+    ReceiveParams,
+    ReleaseParams,
+    RenewParams,
+    WriteKind,
+)
 from txqueue.errors import Aborted, InvalidArgument, NotFound
-from txqueue.models import LeaseRenewal, Message, QueueInfo, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo, ResultSet
 from txqueue.mutations import prepare_ack, prepare_delete, prepare_send, prepare_write
 from txqueue.sql.ddl import check_against_catalog, parse_ddl, split_statements
 
@@ -159,7 +166,11 @@ class Database:
         return Snapshot(self)
 
     def run_in_transaction(
-        self, function: Callable[..., T], *args: Any, connection: Any = None, **kwargs: Any
+        self,
+        function: Callable[..., T],
+        *args: Any,
+        connection: Any = None,
+        **kwargs: Any,
     ) -> T:
         """Run ``function(transaction, *args, **kwargs)`` and commit; retry only on Aborted.
 
@@ -259,12 +270,48 @@ class Database:
         )
 
     def release_lease(
-        self, queue: str, tokens: Sequence[str], delay: timedelta = timedelta(0)
+        self,
+        queue: str,
+        tokens: Sequence[str],
+        delay: timedelta = timedelta(0),
+        error: str | None = None,
     ) -> int:
-        """Give leases back: the messages are receivable again after ``delay``."""
+        """Give leases back: the messages are receivable again after ``delay``.
+
+        With ``error`` the release records a failed attempt (first/last failure time and the
+        error), which a later dead letter carries.
+        """
         table = self.queue(queue)
         wait = to_duration(delay, "delay", allow_zero=True)
-        return self._driver.release(ReleaseParams(table, _tokens(tokens), wait, self.now()))
+        if error is not None and not isinstance(error, str):
+            raise InvalidArgument("error must be a string")
+        params = ReleaseParams(table, _tokens(tokens), wait, self.now(), error)
+        return self._driver.release(params)
+
+    def dead_letter(self, queue: str, key: Any, lease_token: str, error: str) -> None:
+        """Move a leased message to the dead letters now, with ``error`` as its last error."""
+        table = self.queue(queue)
+        if not isinstance(lease_token, str) or not isinstance(error, str):
+            raise InvalidArgument("lease_token and error must be strings")
+        params = DeadLetterParams(table, check_key(table, key), lease_token, error, self.now())
+        self._driver.dead_letter(params)
+
+    def dead_letters(self, queue: str, limit: int = 1000) -> list[DeadLetter]:
+        """The dead letters of ``queue``, oldest failure first."""
+        table = self.queue(queue)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument("limit must be a positive integer")
+        return self._driver.dead_letters(table, limit)
+
+    def replay_dead_letters(self, queue: str, keys: Sequence[Any] | None = None) -> int:
+        """Send dead letters (all, or those with ``keys``) back to their queue as new messages."""
+        table = self.queue(queue)
+        return self._driver.replay_dead_letters(table, _keys(table, keys))
+
+    def purge_dead_letters(self, queue: str, keys: Sequence[Any] | None = None) -> int:
+        """Delete dead letters (all, or those with ``keys``) for good."""
+        table = self.queue(queue)
+        return self._driver.purge_dead_letters(table, _keys(table, keys))
 
     def queue_info(self, queue: str) -> QueueInfo:
         """Ready, leased and scheduled counts of a queue."""
@@ -284,6 +331,14 @@ def _mark_last(batch: list[Message]) -> list[Message]:
     from dataclasses import replace
 
     return [*batch[:-1], replace(batch[-1], last_in_batch=True)]
+
+
+def _keys(table: Table, keys: Sequence[Any] | None) -> list[tuple[Any, ...]] | None:
+    if keys is None:
+        return None
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+        raise InvalidArgument("keys must be a list of key tuples")
+    return [check_key(table, key, f"keys[{i}]") for i, key in enumerate(keys)]
 
 
 def _tokens(tokens: Sequence[str]) -> list[str]:

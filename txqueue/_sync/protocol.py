@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from txqueue.core.schema import DdlStatement, Dialect, Index, Table
 from txqueue.drivers.base import (
     AckParams,
+    DeadLetterParams,
     DeleteParams,
     ReceiveParams,
     ReleaseParams,
@@ -21,7 +22,7 @@ from txqueue.drivers.base import (
     SendParams,
     WriteParams,
 )
-from txqueue.models import LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
 __all__ = ["Driver", "DriverTransaction", "Receiver"]
 
@@ -44,8 +45,12 @@ class DriverTransaction(Protocol):
     def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
         """Run a query in the engine's own SQL and return its rows."""
 
-    def execute_update(self, sql: str, params: Any = None) -> int:
-        """Run a DML statement in the engine's own SQL; returns the row count."""
+    def execute_update(self, sql: str, params: Any = None, expected_rows: int | None = None) -> int:
+        """Run a DML statement in the engine's own SQL; returns the row count.
+
+        With ``expected_rows`` (ASSERT_ROWS_MODIFIED) a different count undoes that statement
+        alone and raises OutOfRange; the transaction stays open with its earlier writes.
+        """
 
     def commit(self) -> None:
         """Commit, then wake receivers of the queues this transaction sent to."""
@@ -95,6 +100,18 @@ class Driver(Protocol):
 
     def release(self, params: ReleaseParams) -> int:
         """Give up live leases by token; returns how many were released."""
+
+    def dead_letter(self, params: DeadLetterParams) -> None:
+        """Move a message to the dead letters with its failure record, all or nothing."""
+
+    def dead_letters(self, queue: Table, limit: int) -> list[DeadLetter]:
+        """The dead letters of ``queue``, oldest failure first."""
+
+    def replay_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        """Send dead letters back to their queue as new messages; returns how many."""
+
+    def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        """Delete dead letters for good; returns how many."""
 
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         """ready / leased / scheduled counts and the oldest ready message's age in seconds."""

@@ -13,8 +13,8 @@ from datetime import timedelta
 
 __all__ = [
     "DEFAULT_LEASE",
-    "MAX_BACKOFF_SECONDS",
     "MAX_BACKOFF_EXPONENT",
+    "MAX_BACKOFF_SECONDS",
     "redelivery_backoff",
     "token_expiration_micros",
 ]

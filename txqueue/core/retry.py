@@ -36,7 +36,9 @@ class RetryPolicy:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
             raise InvalidArgument("max_attempts must be a positive integer")
         if self.max_attempts < 1:
-            raise InvalidArgument(f"max_attempts must be a positive integer, got {self.max_attempts}")
+            raise InvalidArgument(
+                f"max_attempts must be a positive integer, got {self.max_attempts}"
+            )
         for field in ("min_retry_delay", "max_retry_delay"):
             value = getattr(self, field)
             if not isinstance(value, timedelta):
@@ -55,7 +57,7 @@ class RetryPolicy:
         if retry < 1:
             raise InvalidArgument(f"retry must be at least 1, got {retry}")
         exponent = min(retry - 1, 20)
-        base = min(self.min_retry_delay * (2**exponent), self.max_retry_delay)
+        base: timedelta = min(self.min_retry_delay * (2**exponent), self.max_retry_delay)
         if self.jitter:
             base = base * (1 + random.uniform(-self.jitter, self.jitter))
         return base

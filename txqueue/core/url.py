@@ -51,4 +51,6 @@ def parse_url(url: str) -> DatabaseUrl:
         rest = urlencode([(k, v) for k, v in query.items() if k not in _POSTGRES_OPTIONS])
         target = urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment))
         return DatabaseUrl("postgres", target, options)
-    raise InvalidArgument(f"unsupported database URL scheme {parts.scheme!r}: use sqlite or postgresql")
+    raise InvalidArgument(
+        f"unsupported database URL scheme {parts.scheme!r}: use sqlite or postgresql"
+    )

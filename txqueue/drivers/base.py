@@ -17,6 +17,7 @@ from txqueue.core.schema import Table
 
 __all__ = [
     "AckParams",
+    "DeadLetterParams",
     "DeleteParams",
     "ReceiveParams",
     "ReleaseParams",
@@ -54,6 +55,19 @@ class ReleaseParams:
     queue: Table
     tokens: Sequence[str]
     delay: timedelta
+    now: datetime | None = None
+    #: when set, the release records a failed attempt (kept for the dead-letter record)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterParams:
+    """Move a leased message to the dead letters, atomically, while ``lease_token`` holds it."""
+
+    queue: Table
+    key: tuple[Any, ...]
+    lease_token: str
+    error: str
     now: datetime | None = None
 
 

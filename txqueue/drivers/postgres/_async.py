@@ -10,9 +10,9 @@ behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -32,6 +32,7 @@ from txqueue.core.schema import (
 )
 from txqueue.drivers.base import (
     AckParams,
+    DeadLetterParams,
     DeleteParams,
     ReceiveParams,
     ReleaseParams,
@@ -40,6 +41,7 @@ from txqueue.drivers.base import (
     WriteKind,
     WriteParams,
 )
+from txqueue.drivers.postgres import _async_dead_letters as dead_letters
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import encode, map_errors, messages_from_rows, utc
 from txqueue.drivers.postgres.statements import (
@@ -57,10 +59,13 @@ from txqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    OutOfRange,
 )
-from txqueue.models import LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
 __all__ = ["AsyncPostgresDriver"]
+
+T = TypeVar("T")
 
 #: How long a waiting receiver goes without a NOTIFY before it looks again anyway.
 FALLBACK_POLL = 1.0
@@ -98,7 +103,9 @@ class AsyncPostgresTransaction:
                 else:
                     await self._update(cursor, table, columns, rows)
 
-    async def _update(self, cursor: Any, table: Table, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
+    async def _update(
+        self, cursor: Any, table: Table, columns: tuple[str, ...], rows: list[list[Any]]
+    ) -> None:
         sql = writes.update_sql(table, columns)
         if sql is None:
             return
@@ -142,7 +149,9 @@ class AsyncPostgresTransaction:
         if params.lease_token is None:
             cursor = await self._execute(statements.ack, key)
         else:
-            cursor = await self._execute(statements.ack_with_token, [*key, params.lease_token, params.now])
+            cursor = await self._execute(
+                statements.ack_with_token, [*key, params.lease_token, params.now]
+            )
             if cursor.rowcount == 0:
                 exists = await self._execute(statements.exists, key)
                 if await exists.fetchone() is not None:
@@ -158,9 +167,28 @@ class AsyncPostgresTransaction:
             rows = [tuple(row) for row in await cursor.fetchall()] if cursor.description else []
         return ResultSet([d.name for d in cursor.description or ()], rows)
 
-    async def execute_update(self, sql: str, params: Any = None) -> int:
-        cursor = await self._execute(sql, params)
-        return int(cursor.rowcount)
+    async def execute_update(
+        self, sql: str, params: Any = None, expected_rows: int | None = None
+    ) -> int:
+        if expected_rows is None:
+            cursor = await self._execute(sql, params)
+            return int(cursor.rowcount)
+        # A savepoint scopes ASSERT_ROWS_MODIFIED to this statement: PostgreSQL would
+        # otherwise abort the whole transaction on an error.
+        await self._execute("SAVEPOINT txqueue_assert")
+        try:
+            cursor = await self._execute(sql, params)
+        except BaseException:
+            await self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
+            raise
+        count = int(cursor.rowcount)
+        if count != expected_rows:
+            await self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
+            raise OutOfRange(
+                f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {count} row(s) modified"
+            )
+        await self._execute("RELEASE SAVEPOINT txqueue_assert")
+        return count
 
     async def _notify(self) -> None:
         for queue in sorted(self._sent):
@@ -227,7 +255,9 @@ class AsyncPostgresReceiver:
     async def seconds_until_ready(self, queue: Table) -> float | None:
         statements = queue_statements(queue, self._driver.deliver_column)
         with map_errors():
-            cursor = await self._connection.execute(statements.next_ready, {"now": self._driver.clock()})
+            cursor = await self._connection.execute(
+                statements.next_ready, {"now": self._driver.clock()}
+            )
             row = await cursor.fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
@@ -351,7 +381,9 @@ class AsyncPostgresDriver:
         finally:
             await self.put(connection)
 
-    async def _apply(self, connection: Any, statement: DdlStatement, tables: dict[str, Table]) -> None:
+    async def _apply(
+        self, connection: Any, statement: DdlStatement, tables: dict[str, Table]
+    ) -> None:
         record = "INSERT INTO txqueue_objects (name, kind, definition) VALUES (%s, %s, %s)"
         forget = "DELETE FROM txqueue_objects WHERE name = %s AND kind = %s"
         if isinstance(statement, CreateTable):
@@ -362,23 +394,33 @@ class AsyncPostgresDriver:
             for sql in create_table(table, self.deliver_column, parent):
                 await connection.execute(sql)
             kind = "queue" if table.is_queue else "table"
-            await connection.execute(record, [table.name.lower(), kind, json.dumps(table.to_json())])
+            await connection.execute(
+                record, [table.name.lower(), kind, json.dumps(table.to_json())]
+            )
             tables[table.name.lower()] = table
         elif isinstance(statement, DropTable):
             dropped = tables.pop(statement.name.lower(), None)
             if dropped is None:
                 return
             await connection.execute(f"DROP TABLE {ident(dropped.name)}")
-            await connection.execute(forget, [dropped.name.lower(), "queue" if dropped.is_queue else "table"])
+            await connection.execute(
+                "DELETE FROM txqueue_dead_letters WHERE queue = %s", [dropped.name.lower()]
+            )
+            await connection.execute(
+                forget, [dropped.name.lower(), "queue" if dropped.is_queue else "table"]
+            )
         elif isinstance(statement, CreateIndex):
             index = statement.index
             cursor = await connection.execute(
-                "SELECT 1 FROM txqueue_objects WHERE name = %s AND kind = 'index'", [index.name.lower()]
+                "SELECT 1 FROM txqueue_objects WHERE name = %s AND kind = 'index'",
+                [index.name.lower()],
             )
             if await cursor.fetchone() is not None and statement.if_not_exists:
                 return
             await connection.execute(create_index(index))
-            await connection.execute(record, [index.name.lower(), "index", json.dumps(index.to_json())])
+            await connection.execute(
+                record, [index.name.lower(), "index", json.dumps(index.to_json())]
+            )
         elif isinstance(statement, DropIndex):
             cursor = await connection.execute(
                 "DELETE FROM txqueue_objects WHERE name = %s AND kind = 'index' RETURNING definition",
@@ -387,7 +429,9 @@ class AsyncPostgresDriver:
             if await cursor.fetchone() is not None:
                 await connection.execute(f"DROP INDEX {ident(statement.name)}")
 
-    async def begin(self, connection: Any = None, read_only: bool = False) -> AsyncPostgresTransaction:
+    async def begin(
+        self, connection: Any = None, read_only: bool = False
+    ) -> AsyncPostgresTransaction:
         if connection is not None:
             own = _own_connection(connection)
             with map_errors():
@@ -428,7 +472,9 @@ class AsyncPostgresDriver:
             if carried is None or row is None or carried <= row[3]:
                 continue  # unparseable or expired: no row
             new_token, expiration = row[1], row[2]
-            renewals.append(LeaseRenewal(token, new_token, None if expiration is None else utc(expiration)))
+            renewals.append(
+                LeaseRenewal(token, new_token, None if expiration is None else utc(expiration))
+            )
         return renewals
 
     async def release(self, params: ReleaseParams) -> int:
@@ -438,14 +484,42 @@ class AsyncPostgresDriver:
             with map_errors():
                 cursor = await connection.execute(
                     statements.release,
-                    {"now": params.now, "tokens": list(params.tokens), "delay": params.delay},
+                    {
+                        "now": params.now,
+                        "tokens": list(params.tokens),
+                        "delay": params.delay,
+                        "error": params.error,
+                    },
                 )
                 released = int(cursor.rowcount)
                 if released:
-                    await connection.execute("SELECT pg_notify(%s, %s)", [CHANNEL, params.queue.name])
+                    await connection.execute(
+                        "SELECT pg_notify(%s, %s)", [CHANNEL, params.queue.name]
+                    )
         finally:
             await self.put(connection)
         return released
+
+    async def _with_connection(self, function: Callable[..., Awaitable[T]], *args: Any) -> T:
+        connection = await self.get()
+        try:
+            return await function(connection, *args)
+        finally:
+            await self.put(connection)
+
+    async def dead_letter(self, params: DeadLetterParams) -> None:
+        await self._with_connection(dead_letters.dead_letter, params, self.deliver_column)
+
+    async def dead_letters(self, queue: Table, limit: int) -> list[DeadLetter]:
+        return await self._with_connection(dead_letters.dead_letters, queue, limit)
+
+    async def replay_dead_letters(
+        self, queue: Table, keys: Sequence[tuple[Any, ...]] | None
+    ) -> int:
+        return await self._with_connection(dead_letters.replay, queue, keys, self.deliver_column)
+
+    async def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        return await self._with_connection(dead_letters.purge, queue, keys)
 
     async def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         statements = queue_statements(queue, self.deliver_column)
@@ -456,6 +530,7 @@ class AsyncPostgresDriver:
             "leased": leased,
             "scheduled": scheduled,
             "oldest_ready_age_seconds": oldest,
+            "dead_letters": await self._with_connection(dead_letters.count, queue),
         }
 
     async def close(self) -> None:
@@ -478,5 +553,3 @@ def _own_connection(connection: Any) -> Any:
             "send commits with your writes"
         )
     return raw
-
-

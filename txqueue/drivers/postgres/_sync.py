@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -33,6 +33,7 @@ from txqueue.core.schema import (
 )
 from txqueue.drivers.base import (
     AckParams,
+    DeadLetterParams,
     DeleteParams,
     ReceiveParams,
     ReleaseParams,
@@ -41,6 +42,7 @@ from txqueue.drivers.base import (
     WriteKind,
     WriteParams,
 )
+from txqueue.drivers.postgres import _sync_dead_letters as dead_letters
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import encode, map_errors, messages_from_rows, utc
 from txqueue.drivers.postgres.statements import (
@@ -58,10 +60,13 @@ from txqueue.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    OutOfRange,
 )
-from txqueue.models import LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
 __all__ = ["PostgresDriver"]
+
+T = TypeVar("T")
 
 #: How long a waiting receiver goes without a NOTIFY before it looks again anyway.
 FALLBACK_POLL = 1.0
@@ -163,9 +168,26 @@ class PostgresTransaction:
             rows = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
         return ResultSet([d.name for d in cursor.description or ()], rows)
 
-    def execute_update(self, sql: str, params: Any = None) -> int:
-        cursor = self._execute(sql, params)
-        return int(cursor.rowcount)
+    def execute_update(self, sql: str, params: Any = None, expected_rows: int | None = None) -> int:
+        if expected_rows is None:
+            cursor = self._execute(sql, params)
+            return int(cursor.rowcount)
+        # A savepoint scopes ASSERT_ROWS_MODIFIED to this statement: PostgreSQL would
+        # otherwise abort the whole transaction on an error.
+        self._execute("SAVEPOINT txqueue_assert")
+        try:
+            cursor = self._execute(sql, params)
+        except BaseException:
+            self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
+            raise
+        count = int(cursor.rowcount)
+        if count != expected_rows:
+            self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
+            raise OutOfRange(
+                f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {count} row(s) modified"
+            )
+        self._execute("RELEASE SAVEPOINT txqueue_assert")
+        return count
 
     def _notify(self) -> None:
         for queue in sorted(self._sent):
@@ -375,6 +397,9 @@ class PostgresDriver:
                 return
             connection.execute(f"DROP TABLE {ident(dropped.name)}")
             connection.execute(
+                "DELETE FROM txqueue_dead_letters WHERE queue = %s", [dropped.name.lower()]
+            )
+            connection.execute(
                 forget, [dropped.name.lower(), "queue" if dropped.is_queue else "table"]
             )
         elif isinstance(statement, CreateIndex):
@@ -448,7 +473,12 @@ class PostgresDriver:
             with map_errors():
                 cursor = connection.execute(
                     statements.release,
-                    {"now": params.now, "tokens": list(params.tokens), "delay": params.delay},
+                    {
+                        "now": params.now,
+                        "tokens": list(params.tokens),
+                        "delay": params.delay,
+                        "error": params.error,
+                    },
                 )
                 released = int(cursor.rowcount)
                 if released:
@@ -456,6 +486,25 @@ class PostgresDriver:
         finally:
             self.put(connection)
         return released
+
+    def _with_connection(self, function: Callable[..., T], *args: Any) -> T:
+        connection = self.get()
+        try:
+            return function(connection, *args)
+        finally:
+            self.put(connection)
+
+    def dead_letter(self, params: DeadLetterParams) -> None:
+        self._with_connection(dead_letters.dead_letter, params, self.deliver_column)
+
+    def dead_letters(self, queue: Table, limit: int) -> list[DeadLetter]:
+        return self._with_connection(dead_letters.dead_letters, queue, limit)
+
+    def replay_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        return self._with_connection(dead_letters.replay, queue, keys, self.deliver_column)
+
+    def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        return self._with_connection(dead_letters.purge, queue, keys)
 
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         statements = queue_statements(queue, self.deliver_column)
@@ -466,6 +515,7 @@ class PostgresDriver:
             "leased": leased,
             "scheduled": scheduled,
             "oldest_ready_age_seconds": oldest,
+            "dead_letters": self._with_connection(dead_letters.count, queue),
         }
 
     def close(self) -> None:

@@ -120,4 +120,3 @@ def messages_from_rows(table: Table, rows: list[tuple[Any, ...]]) -> list[Messag
     ]
     messages.sort(key=lambda m: m.deliver_time)
     return messages
-

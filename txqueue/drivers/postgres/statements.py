@@ -15,7 +15,15 @@ from functools import lru_cache
 from txqueue.core.leases import MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
 from txqueue.core.schema import Column, ColumnType, Index, Table
 
-__all__ = ["CATALOG", "CHANNEL", "QueueStatements", "create_index", "create_table", "ident", "queue_statements"]
+__all__ = [
+    "CATALOG",
+    "CHANNEL",
+    "QueueStatements",
+    "create_index",
+    "create_table",
+    "ident",
+    "queue_statements",
+]
 
 #: The LISTEN/NOTIFY channel; the payload is the queue's name.
 CHANNEL = "txqueue"
@@ -26,6 +34,11 @@ CATALOG = (
     "CREATE TABLE IF NOT EXISTS txqueue_settings (name text PRIMARY KEY, value text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS txqueue_objects ("
     " name text PRIMARY KEY, kind text NOT NULL, definition text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS txqueue_dead_letters ("
+    " queue text NOT NULL, key text NOT NULL, payload text NOT NULL,"
+    " attempts integer NOT NULL, last_error text NOT NULL,"
+    " first_failure timestamptz NOT NULL, last_failure timestamptz NOT NULL,"
+    " PRIMARY KEY (queue, key))",
 )
 
 _TYPES = {
@@ -75,6 +88,9 @@ def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[
             "_txq_lease_expiration timestamptz",
             "_txq_lease_token text",
             "_txq_delivery_count integer NOT NULL DEFAULT 0",
+            "_txq_last_error text",
+            "_txq_first_failure timestamptz",
+            "_txq_last_failure timestamptz",
         ]
     parts.append(f"PRIMARY KEY ({', '.join(ident(k) for k in table.primary_key)})")
     if parent is not None:
@@ -130,6 +146,7 @@ class QueueStatements:
     ack_with_token: str
     exists: str
     counts: str
+    dead_letter: str
 
 
 @lru_cache(maxsize=512)
@@ -159,9 +176,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f" RETURNING {returned}, q._txq_lease_expiration, q._txq_lease_token,"
             " q._txq_delivery_count"
         ),
-        next_ready=(
-            f"SELECT extract(epoch FROM min({ready}) - {now})::float8 FROM {name}"
-        ),
+        next_ready=(f"SELECT extract(epoch FROM min({ready}) - {now})::float8 FROM {name}"),
         renew=(
             f"WITH clock AS (SELECT {now} AS now),"
             " input AS (SELECT DISTINCT unnest(%(tokens)s::text[]) AS old_token),"
@@ -181,7 +196,12 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         release=(
             f"WITH clock AS (SELECT {now} AS now)"
             f" UPDATE {name} AS q SET _txq_lease_token = NULL, _txq_lease_expiration = NULL,"
-            " _txq_ready_at = clock.now + %(delay)s FROM clock"
+            " _txq_ready_at = clock.now + %(delay)s,"
+            " _txq_last_error = coalesce(%(error)s::text, q._txq_last_error),"
+            " _txq_first_failure = CASE WHEN %(error)s::text IS NULL THEN q._txq_first_failure"
+            " ELSE coalesce(q._txq_first_failure, clock.now) END,"
+            " _txq_last_failure = CASE WHEN %(error)s::text IS NULL THEN q._txq_last_failure"
+            " ELSE clock.now END FROM clock"
             " WHERE q._txq_lease_token = ANY(%(tokens)s::text[])"
             " AND q._txq_lease_expiration > clock.now"
         ),
@@ -196,6 +216,13 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
         ),
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
+        dead_letter=(
+            f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"
+            f" DELETE FROM {name} AS q USING clock WHERE {key_match}"
+            " AND _txq_lease_token = %s AND _txq_lease_expiration > clock.now"
+            f" RETURNING {payload}, _txq_delivery_count, coalesce(_txq_first_failure, clock.now),"
+            " clock.now"
+        ),
         counts=(
             f"WITH clock AS (SELECT {now} AS now) SELECT"
             f" count(*) FILTER (WHERE {ready} <= clock.now"

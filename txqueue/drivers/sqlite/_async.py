@@ -15,6 +15,7 @@ from txqueue._async._compat import monotonic, run_blocking, wait_readable
 from txqueue.core.schema import DELIVER_TIME, DdlStatement, Dialect, Index, Table
 from txqueue.drivers.base import (
     AckParams,
+    DeadLetterParams,
     DeleteParams,
     ReceiveParams,
     ReleaseParams,
@@ -22,12 +23,12 @@ from txqueue.drivers.base import (
     SendParams,
     WriteParams,
 )
-from txqueue.drivers.sqlite import catalog, engine, leasing
+from txqueue.drivers.sqlite import catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.pool import SqlitePool
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import InvalidArgument
-from txqueue.models import LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
 __all__ = ["AsyncSqliteDriver"]
 
@@ -68,8 +69,10 @@ class AsyncSqliteTransaction:
     async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
         return await self._call(engine.execute_sql, sql, params)
 
-    async def execute_update(self, sql: str, params: Any = None) -> int:
-        return await self._call(engine.execute_update, sql, params)
+    async def execute_update(
+        self, sql: str, params: Any = None, expected_rows: int | None = None
+    ) -> int:
+        return await self._call(engine.execute_update, sql, params, expected_rows)
 
     async def commit(self) -> None:
         if self._finished:
@@ -199,7 +202,9 @@ class AsyncSqliteDriver:
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
         await self._with_connection(catalog.apply_ddl, statements, self.deliver_column)
 
-    async def begin(self, connection: Any = None, read_only: bool = False) -> AsyncSqliteTransaction:
+    async def begin(
+        self, connection: Any = None, read_only: bool = False
+    ) -> AsyncSqliteTransaction:
         if connection is not None:
             own = _own_connection(connection)
             with map_errors():
@@ -227,8 +232,31 @@ class AsyncSqliteDriver:
             notify(self.wakeup_directory, [params.queue.name])
         return released
 
+    async def dead_letter(self, params: DeadLetterParams) -> None:
+        await self._with_connection(dead_letters.dead_letter, params, self.deliver_column)
+
+    async def dead_letters(self, queue: Table, limit: int) -> list[DeadLetter]:
+        return await self._with_connection(dead_letters.dead_letters, queue, limit)
+
+    async def replay_dead_letters(
+        self, queue: Table, keys: Sequence[tuple[Any, ...]] | None
+    ) -> int:
+        replayed = await self._with_connection(
+            dead_letters.replay, queue, keys, self.deliver_column
+        )
+        if replayed:
+            notify(self.wakeup_directory, [queue.name])
+        return replayed
+
+    async def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        return await self._with_connection(dead_letters.purge, queue, keys)
+
     async def queue_counts(self, queue: Table) -> Mapping[str, Any]:
-        return await self._with_connection(leasing.counts, queue, self.deliver_column, self.clock())
+        counts = await self._with_connection(
+            leasing.counts, queue, self.deliver_column, self.clock()
+        )
+        counts["dead_letters"] = await self._with_connection(dead_letters.count, queue)
+        return counts
 
     async def close(self) -> None:
         self.pool.close()

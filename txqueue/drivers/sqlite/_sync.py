@@ -16,6 +16,7 @@ from txqueue._sync._compat import monotonic, run_blocking, wait_readable
 from txqueue.core.schema import DELIVER_TIME, DdlStatement, Dialect, Index, Table
 from txqueue.drivers.base import (
     AckParams,
+    DeadLetterParams,
     DeleteParams,
     ReceiveParams,
     ReleaseParams,
@@ -23,12 +24,12 @@ from txqueue.drivers.base import (
     SendParams,
     WriteParams,
 )
-from txqueue.drivers.sqlite import catalog, engine, leasing
+from txqueue.drivers.sqlite import catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.pool import SqlitePool
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import InvalidArgument
-from txqueue.models import LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
 __all__ = ["SqliteDriver"]
 
@@ -69,8 +70,8 @@ class SqliteTransaction:
     def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
         return self._call(engine.execute_sql, sql, params)
 
-    def execute_update(self, sql: str, params: Any = None) -> int:
-        return self._call(engine.execute_update, sql, params)
+    def execute_update(self, sql: str, params: Any = None, expected_rows: int | None = None) -> int:
+        return self._call(engine.execute_update, sql, params, expected_rows)
 
     def commit(self) -> None:
         if self._finished:
@@ -228,8 +229,25 @@ class SqliteDriver:
             notify(self.wakeup_directory, [params.queue.name])
         return released
 
+    def dead_letter(self, params: DeadLetterParams) -> None:
+        self._with_connection(dead_letters.dead_letter, params, self.deliver_column)
+
+    def dead_letters(self, queue: Table, limit: int) -> list[DeadLetter]:
+        return self._with_connection(dead_letters.dead_letters, queue, limit)
+
+    def replay_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        replayed = self._with_connection(dead_letters.replay, queue, keys, self.deliver_column)
+        if replayed:
+            notify(self.wakeup_directory, [queue.name])
+        return replayed
+
+    def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
+        return self._with_connection(dead_letters.purge, queue, keys)
+
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
-        return self._with_connection(leasing.counts, queue, self.deliver_column, self.clock())
+        counts = self._with_connection(leasing.counts, queue, self.deliver_column, self.clock())
+        counts["dead_letters"] = self._with_connection(dead_letters.count, queue)
+        return counts
 
     def close(self) -> None:
         self.pool.close()

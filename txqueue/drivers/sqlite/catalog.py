@@ -108,6 +108,7 @@ def _apply(
         name = tables.pop(statement.name.lower()).name
         connection.execute(f"DROP TABLE {quote(name)}")
         connection.execute("DELETE FROM txqueue_objects WHERE name = ?", (name.lower(),))
+        connection.execute("DELETE FROM txqueue_dead_letters WHERE queue = ?", (name.lower(),))
     elif isinstance(statement, CreateIndex):
         index = statement.index
         if statement.if_not_exists:

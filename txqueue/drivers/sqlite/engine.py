@@ -19,13 +19,14 @@ from typing import Any
 from txqueue.core.durations import from_micros, to_micros
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
-from txqueue.drivers.sqlite.statements import quote, queue_statements
+from txqueue.drivers.sqlite.statements import queue_statements, quote
 from txqueue.errors import (
     Aborted,
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     TxqueueError,
     Unavailable,
 )
@@ -64,7 +65,9 @@ def map_error(error: sqlite3.Error) -> TxqueueError:
         if "UNIQUE" in text or "PRIMARY KEY" in text:
             return AlreadyExists(f"row already exists: {text}")
         if "FOREIGN KEY" in text:
-            return FailedPrecondition(f"interleaving rule violated (parent row missing or has children): {text}")
+            return FailedPrecondition(
+                f"interleaving rule violated (parent row missing or has children): {text}"
+            )
         return InvalidArgument(text)
     if isinstance(error, sqlite3.OperationalError):
         if "locked" in text or "busy" in text:
@@ -217,7 +220,8 @@ def write(connection: sqlite3.Connection, params: WriteParams) -> None:
             others = [c for c in columns if c.name.lower() not in key_names]
             keys = ", ".join(quote(k) for k in table.primary_key)
             action = (
-                "DO UPDATE SET " + ", ".join(f"{quote(c.name)} = excluded.{quote(c.name)}" for c in others)
+                "DO UPDATE SET "
+                + ", ".join(f"{quote(c.name)} = excluded.{quote(c.name)}" for c in others)
                 if others
                 else "DO NOTHING"
             )
@@ -226,7 +230,9 @@ def write(connection: sqlite3.Connection, params: WriteParams) -> None:
                 rows,
             )
         elif params.kind is WriteKind.REPLACE:
-            positions = [params.columns.index(_declared(params.columns, k)) for k in table.primary_key]
+            positions = [
+                params.columns.index(_declared(params.columns, k)) for k in table.primary_key
+            ]
             match = " AND ".join(f"{quote(k)} = ?" for k in table.primary_key)
             for row in rows:
                 connection.execute(f"DELETE FROM {name} WHERE {match}", [row[i] for i in positions])
@@ -253,7 +259,9 @@ def _update(connection: sqlite3.Connection, params: WriteParams, rows: list[list
     match = " AND ".join(f"{quote(k)} = ?" for k in table.primary_key)
     sql = f"UPDATE {quote(table.name)} SET {assignments} WHERE {match}"
     for row in rows:
-        count = connection.execute(sql, [row[i] for i in others] + [row[i] for i in positions]).rowcount
+        count = connection.execute(
+            sql, [row[i] for i in others] + [row[i] for i in positions]
+        ).rowcount
         if count == 0:
             key = tuple(row[i] for i in positions)
             raise NotFound(f"table {table.name} has no row with key {key!r}")
@@ -269,7 +277,9 @@ def delete(connection: sqlite3.Connection, params: DeleteParams) -> int:
         match = " AND ".join(f"{quote(k)} = ?" for k in table.primary_key)
         total = 0
         for key in params.keys:
-            total += connection.execute(f"DELETE FROM {name} WHERE {match}", encode_key(table, key)).rowcount
+            total += connection.execute(
+                f"DELETE FROM {name} WHERE {match}", encode_key(table, key)
+            ).rowcount
         return total
 
 
@@ -282,7 +292,28 @@ def execute_sql(connection: sqlite3.Connection, sql: str, params: Any) -> Result
     return ResultSet(fields, rows)
 
 
-def execute_update(connection: sqlite3.Connection, sql: str, params: Any) -> int:
-    """Run a DML statement in SQLite's SQL; returns its row count."""
+def execute_update(
+    connection: sqlite3.Connection, sql: str, params: Any, expected_rows: int | None = None
+) -> int:
+    """Run a DML statement in SQLite's SQL; returns its row count.
+
+    With ``expected_rows`` the statement runs inside a savepoint, so a different count undoes
+    exactly that statement (OutOfRange) and leaves the transaction's earlier writes pending.
+    """
+    arguments = params if params is not None else ()
     with map_errors():
-        return connection.execute(sql, params if params is not None else ()).rowcount
+        if expected_rows is None:
+            return connection.execute(sql, arguments).rowcount
+        connection.execute("SAVEPOINT txqueue_assert")
+        try:
+            count = connection.execute(sql, arguments).rowcount
+        except BaseException:
+            connection.execute("ROLLBACK TO txqueue_assert")
+            connection.execute("RELEASE txqueue_assert")
+            raise
+        if count != expected_rows:
+            connection.execute("ROLLBACK TO txqueue_assert")
+        connection.execute("RELEASE txqueue_assert")
+    if count != expected_rows:
+        raise OutOfRange(f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {count} row(s) modified")
+    return count

@@ -62,7 +62,12 @@ def renew(connection: sqlite3.Connection, params: RenewParams, deliver: str) -> 
                 new_token = f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}"
                 row = connection.execute(
                     statements.renew,
-                    {"new_token": new_token, "expiration": expiration, "old_token": token, "now": now},
+                    {
+                        "new_token": new_token,
+                        "expiration": expiration,
+                        "old_token": token,
+                        "now": now,
+                    },
                 ).fetchone()
                 if row is None:
                     renewals.append(LeaseRenewal(token, None, None))
@@ -86,7 +91,8 @@ def release(connection: sqlite3.Connection, params: ReleaseParams, deliver: str)
         try:
             for token in params.tokens:
                 released += connection.execute(
-                    statements.release, {"ready_at": ready_at, "token": token, "now": now}
+                    statements.release,
+                    {"ready_at": ready_at, "token": token, "now": now, "error": params.error},
                 ).rowcount
             connection.execute("COMMIT")
         except BaseException:
@@ -95,7 +101,9 @@ def release(connection: sqlite3.Connection, params: ReleaseParams, deliver: str)
     return released
 
 
-def next_ready(connection: sqlite3.Connection, queue: Table, deliver: str, now: Any) -> float | None:
+def next_ready(
+    connection: sqlite3.Connection, queue: Table, deliver: str, now: Any
+) -> float | None:
     """Seconds until the earliest message becomes ready (≤ 0: ready now); None when empty."""
     with map_errors():
         row = connection.execute(queue_statements(queue, deliver).next_ready).fetchone()
@@ -108,7 +116,9 @@ def counts(connection: sqlite3.Connection, queue: Table, deliver: str, now: Any)
     """ready / leased / scheduled counts and the oldest ready message's age."""
     current = now_micros(now)
     with map_errors():
-        row = connection.execute(queue_statements(queue, deliver).counts, {"now": current}).fetchone()
+        row = connection.execute(
+            queue_statements(queue, deliver).counts, {"now": current}
+        ).fetchone()
     ready, leased, scheduled, oldest = row
     return {
         "ready": ready or 0,
@@ -116,4 +126,3 @@ def counts(connection: sqlite3.Connection, queue: Table, deliver: str, now: Any)
         "scheduled": scheduled or 0,
         "oldest_ready_age_seconds": None if oldest is None else (current - oldest) / 1_000_000,
     }
-

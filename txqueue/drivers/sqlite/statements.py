@@ -22,6 +22,11 @@ CATALOG = (
     "CREATE TABLE IF NOT EXISTS txqueue_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS txqueue_objects ("
     " name TEXT PRIMARY KEY, kind TEXT NOT NULL, definition TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS txqueue_dead_letters ("
+    " queue TEXT NOT NULL, key TEXT NOT NULL, payload TEXT NOT NULL,"
+    " attempts INTEGER NOT NULL, last_error TEXT NOT NULL,"
+    " first_failure INTEGER NOT NULL, last_failure INTEGER NOT NULL,"
+    " PRIMARY KEY (queue, key))",
 )
 
 _TYPES = {
@@ -58,6 +63,9 @@ def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[
             "_txq_lease_expiration INTEGER",
             "_txq_lease_token TEXT",
             "_txq_delivery_count INTEGER NOT NULL DEFAULT 0",
+            "_txq_last_error TEXT",
+            "_txq_first_failure INTEGER",
+            "_txq_last_failure INTEGER",
         ]
     parts.append(f"PRIMARY KEY ({', '.join(quote(k) for k in table.primary_key)})")
     if parent is not None:
@@ -104,6 +112,7 @@ class QueueStatements:
     ack_with_token: str
     exists: str
     counts: str
+    dead_letter: str
 
 
 @lru_cache(maxsize=512)
@@ -142,7 +151,11 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         ),
         release=(
             f"UPDATE {name} SET _txq_lease_token = NULL, _txq_lease_expiration = NULL,"
-            " _txq_ready_at = :ready_at"
+            " _txq_ready_at = :ready_at,"
+            " _txq_last_error = coalesce(:error, _txq_last_error),"
+            " _txq_first_failure = CASE WHEN :error IS NULL THEN _txq_first_failure"
+            " ELSE coalesce(_txq_first_failure, :now) END,"
+            " _txq_last_failure = CASE WHEN :error IS NULL THEN _txq_last_failure ELSE :now END"
             " WHERE _txq_lease_token = :token AND _txq_lease_expiration > :now"
         ),
         send=(
@@ -156,6 +169,11 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " AND _txq_lease_token = ? AND _txq_lease_expiration > ?"
         ),
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
+        dead_letter=(
+            f"DELETE FROM {name} WHERE {key_match}"
+            " AND _txq_lease_token = ? AND _txq_lease_expiration > ?"
+            f" RETURNING {payload}, _txq_delivery_count, _txq_first_failure"
+        ),
         counts=(
             "SELECT"
             f" sum(CASE WHEN {ready} <= :now AND _txq_lease_expiration IS NULL"

@@ -1,0 +1,1 @@
+"""The ``txqueue`` command: thin over the public API, no SQL here."""
