@@ -313,6 +313,10 @@ class Database:
         table = self.queue(queue)
         return self._driver.purge_dead_letters(table, _keys(table, keys))
 
+    def expire_ledger(self, retention: timedelta) -> int:
+        """Forget idempotency-ledger keys recorded longer ago than ``retention``."""
+        return self._driver.expire_ledger(to_duration(retention, "retention"))
+
     def queue_info(self, queue: str) -> QueueInfo:
         """Ready, leased and scheduled counts of a queue."""
         table = self.queue(queue)
@@ -418,6 +422,20 @@ class Transaction:
         schema = self._database.queue(queue)
         params = prepare_ack(schema, key, ignore_not_found, lease_token, self._database.now())
         self._transaction.ack(params)
+
+    def once(self, key: str) -> bool:
+        """Record ``key`` as processed in this transaction; False when it already was.
+
+        The idempotency ledger: write it in the same transaction as the effects, and a
+        repeat (a redelivered message, a re-published event, a re-run after an unknown
+        commit outcome) is detected and skipped instead of applied twice::
+
+            if not txn.once(f"charge:{order_id}"):
+                return  # done before
+        """
+        if not isinstance(key, str) or not key:
+            raise InvalidArgument("key must be a non-empty string")
+        return self._transaction.record_once(key)
 
     def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
         """Run a query in the engine's SQL."""

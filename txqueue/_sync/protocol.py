@@ -9,6 +9,7 @@ generated from this file.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Protocol
 
 from txqueue.core.schema import DdlStatement, Dialect, Index, Table
@@ -52,8 +53,16 @@ class DriverTransaction(Protocol):
         alone and raises OutOfRange; the transaction stays open with its earlier writes.
         """
 
+    def record_once(self, key: str) -> bool:
+        """Record ``key`` in the idempotency ledger; False when it is there already."""
+
     def commit(self) -> None:
-        """Commit, then wake receivers of the queues this transaction sent to."""
+        """Commit, then wake receivers of the queues this transaction sent to.
+
+        When the connection drops during COMMIT the driver finds out what happened: it
+        returns when the transaction committed, raises Aborted when it did not, and raises
+        CommitOutcomeUnknown only when it cannot tell.
+        """
 
     def rollback(self) -> None:
         """Roll back; a no-op when the transaction is already finished."""
@@ -115,6 +124,9 @@ class Driver(Protocol):
 
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         """ready / leased / scheduled counts and the oldest ready message's age in seconds."""
+
+    def expire_ledger(self, retention: timedelta) -> int:
+        """Forget idempotency-ledger entries older than ``retention``; returns how many."""
 
     def close(self) -> None:
         """Close every connection the driver opened."""

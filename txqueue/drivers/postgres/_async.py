@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from txqueue._async._compat import monotonic
+from txqueue._async._compat import monotonic, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
@@ -54,12 +54,14 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.errors import (
+    Aborted,
     AlreadyExists,
     CommitOutcomeUnknown,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
     OutOfRange,
+    Unavailable,
 )
 from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
@@ -69,6 +71,10 @@ T = TypeVar("T")
 
 #: How long a waiting receiver goes without a NOTIFY before it looks again anyway.
 FALLBACK_POLL = 1.0
+#: How long a dropped COMMIT may stay "in progress" before its backend is terminated.
+IN_PROGRESS_BOUND = 2.0
+#: How long resolving a dropped COMMIT may take in all before giving up (CommitOutcomeUnknown).
+RESOLVE_TIMEOUT = 60.0
 
 
 class AsyncPostgresTransaction:
@@ -190,25 +196,58 @@ class AsyncPostgresTransaction:
         await self._execute("RELEASE SAVEPOINT txqueue_assert")
         return count
 
-    async def _notify(self) -> None:
-        for queue in sorted(self._sent):
-            await self._execute("SELECT pg_notify(%s, %s)", [CHANNEL, queue])
+    async def record_once(self, key: str) -> bool:
+        cursor = await self._execute(
+            "INSERT INTO txqueue_ledger (key) VALUES (%s) ON CONFLICT DO NOTHING", [key]
+        )
+        return bool(cursor.rowcount)
+
+    async def _prepare_commit(self) -> str | None:
+        """NOTIFY the sent queues and learn the transaction id, in one round trip.
+
+        The id lets a commit whose connection drops be resolved with pg_xact_status instead
+        of guessed; it is None when the transaction wrote nothing.
+        """
+        cursor = await self._execute(
+            "SELECT pg_current_xact_id_if_assigned()::text,"
+            " (SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q)",
+            [CHANNEL, sorted(self._sent)],
+        )
+        row = await cursor.fetchone()
+        return None if row is None else row[0]
 
     async def commit(self) -> None:
         if self._finished:
             return
         self._finished = True
         if not self._owned:
-            await self._notify()  # delivered when the application commits
+            if self._sent:  # NOTIFY is delivered when the application commits
+                await self._execute(
+                    "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q",
+                    [CHANNEL, sorted(self._sent)],
+                )
             await self._execute("RELEASE SAVEPOINT txqueue")
             return
         try:
-            await self._notify()
+            xid = await self._prepare_commit()
+            backend = self._connection.info.backend_pid
             try:
                 await self._connection.execute("COMMIT")
             except psycopg.OperationalError as error:
+                if xid is None:
+                    raise Unavailable(
+                        f"connection lost at COMMIT of a read-only transaction: {error}"
+                    ) from error
+                outcome = await self._driver.resolve_commit(xid, backend)
+                if outcome == "committed":
+                    return
+                if outcome == "aborted":
+                    raise Aborted(
+                        f"the connection dropped at COMMIT and the transaction was rolled back: {error}"
+                    ) from error
                 raise CommitOutcomeUnknown(
-                    f"the connection failed while committing: {error}"
+                    f"the connection dropped at COMMIT of transaction {xid} and its outcome "
+                    f"could not be determined: {error}"
                 ) from error
             except psycopg.Error as error:
                 with map_errors():
@@ -294,6 +333,7 @@ class AsyncPostgresDriver:
         pool_size: int = 10,
         clock: Callable[[], datetime | None] | None = None,
     ) -> None:
+        self._conninfo = conninfo
         self._pool = AsyncConnectionPool(
             conninfo,
             min_size=1,
@@ -532,6 +572,47 @@ class AsyncPostgresDriver:
             "oldest_ready_age_seconds": oldest,
             "dead_letters": await self._with_connection(dead_letters.count, queue),
         }
+
+    async def resolve_commit(self, xid: str, backend: int) -> str:
+        """Find out whether transaction ``xid`` committed: "committed", "aborted" or "unknown".
+
+        Asks ``pg_xact_status`` on a fresh connection. "in progress" is not "aborted": the old
+        backend may still be finishing the COMMIT, so keep asking; past a bound, terminate that
+        backend (its outcome is then settled) and ask again. Never guesses.
+        """
+        started = monotonic()
+        terminated = False
+        while monotonic() - started < RESOLVE_TIMEOUT:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True, connect_timeout=5
+                ) as connection:
+                    while monotonic() - started < RESOLVE_TIMEOUT:
+                        cursor = await connection.execute("SELECT pg_xact_status(%s::xid8)", [xid])
+                        row = await cursor.fetchone()
+                        status = None if row is None else row[0]
+                        if status in ("committed", "aborted"):
+                            return str(status)
+                        if status is None:
+                            return "unknown"  # too old to tell (wrapped around)
+                        if not terminated and monotonic() - started > IN_PROGRESS_BOUND:
+                            await connection.execute("SELECT pg_terminate_backend(%s)", [backend])
+                            terminated = True
+                        await sleep(0.02)
+            except psycopg.OperationalError:
+                await sleep(0.2)  # the server may be restarting: try again until the bound
+        return "unknown"
+
+    async def expire_ledger(self, retention: timedelta) -> int:
+        connection = await self.get()
+        try:
+            with map_errors():
+                cursor = await connection.execute(
+                    "DELETE FROM txqueue_ledger WHERE recorded_at < now() - %s", [retention]
+                )
+                return int(cursor.rowcount)
+        finally:
+            await self.put(connection)
 
     async def close(self) -> None:
         await self._pool.close()

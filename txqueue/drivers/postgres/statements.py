@@ -39,6 +39,8 @@ CATALOG = (
     " attempts integer NOT NULL, last_error text NOT NULL,"
     " first_failure timestamptz NOT NULL, last_failure timestamptz NOT NULL,"
     " PRIMARY KEY (queue, key))",
+    "CREATE TABLE IF NOT EXISTS txqueue_ledger ("
+    " key text PRIMARY KEY, recorded_at timestamptz NOT NULL DEFAULT now())",
 )
 
 _TYPES = {

@@ -74,6 +74,9 @@ class AsyncSqliteTransaction:
     ) -> int:
         return await self._call(engine.execute_update, sql, params, expected_rows)
 
+    async def record_once(self, key: str) -> bool:
+        return await self._call(engine.record_once, key)
+
     async def commit(self) -> None:
         if self._finished:
             return
@@ -257,6 +260,9 @@ class AsyncSqliteDriver:
         )
         counts["dead_letters"] = await self._with_connection(dead_letters.count, queue)
         return counts
+
+    async def expire_ledger(self, retention: timedelta) -> int:
+        return await self._with_connection(engine.expire_ledger, retention)
 
     async def close(self) -> None:
         self.pool.close()

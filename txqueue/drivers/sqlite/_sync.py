@@ -73,6 +73,9 @@ class SqliteTransaction:
     def execute_update(self, sql: str, params: Any = None, expected_rows: int | None = None) -> int:
         return self._call(engine.execute_update, sql, params, expected_rows)
 
+    def record_once(self, key: str) -> bool:
+        return self._call(engine.record_once, key)
+
     def commit(self) -> None:
         if self._finished:
             return
@@ -248,6 +251,9 @@ class SqliteDriver:
         counts = self._with_connection(leasing.counts, queue, self.deliver_column, self.clock())
         counts["dead_letters"] = self._with_connection(dead_letters.count, queue)
         return counts
+
+    def expire_ledger(self, retention: timedelta) -> int:
+        return self._with_connection(engine.expire_ledger, retention)
 
     def close(self) -> None:
         self.pool.close()

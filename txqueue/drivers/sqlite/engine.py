@@ -317,3 +317,21 @@ def execute_update(
     if count != expected_rows:
         raise OutOfRange(f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {count} row(s) modified")
     return count
+
+
+def record_once(connection: sqlite3.Connection, key: str) -> bool:
+    """Record ``key`` in the idempotency ledger; False when it was recorded before."""
+    with map_errors():
+        cursor = connection.execute(
+            "INSERT INTO txqueue_ledger (key) VALUES (?) ON CONFLICT DO NOTHING", (key,)
+        )
+    return bool(cursor.rowcount)
+
+
+def expire_ledger(connection: sqlite3.Connection, retention: timedelta) -> int:
+    """Forget ledger entries older than ``retention``."""
+    cutoff = now_micros(None) - int(retention.total_seconds() * 1_000_000)
+    with map_errors():
+        return connection.execute(
+            "DELETE FROM txqueue_ledger WHERE recorded_at < ?", (cutoff,)
+        ).rowcount

@@ -27,6 +27,8 @@ CATALOG = (
     " attempts INTEGER NOT NULL, last_error TEXT NOT NULL,"
     " first_failure INTEGER NOT NULL, last_failure INTEGER NOT NULL,"
     " PRIMARY KEY (queue, key))",
+    "CREATE TABLE IF NOT EXISTS txqueue_ledger ("
+    f" key TEXT PRIMARY KEY, recorded_at INTEGER NOT NULL DEFAULT {NOW_MICROS})",
 )
 
 _TYPES = {
