@@ -131,6 +131,23 @@ class Database:
             self._driver.apply_ddl(parsed)
             self._tables, self._indexes = self._driver.load_catalog()
 
+    def ensure_internal_tables(self, tables: Sequence[Table]) -> None:
+        """Create txqueue's own tables and queues (reserved ``txqueue_`` names) when missing.
+
+        For txqueue's layers (the event layer's delivery queue, archives); the schema objects
+        are built in code, so they skip the DDL parser and its reserved-name rule.
+        """
+        from txqueue.core.schema import CreateTable
+
+        with self._ddl_lock:
+            known, _ = self._driver.load_catalog()
+            missing = [
+                CreateTable(t, if_not_exists=True) for t in tables if t.name.lower() not in known
+            ]
+            if missing:  # if_not_exists: another process may create them at the same time
+                self._driver.apply_ddl(missing)
+            self._tables, self._indexes = self._driver.load_catalog()
+
     def table(self, name: str) -> Table:
         """The schema of a table or queue (reloads the catalog once when unknown)."""
         if not isinstance(name, str):

@@ -410,12 +410,12 @@ class AsyncPostgresDriver:
         return tables, indexes
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
-        tables, _ = await self.load_catalog()
         connection = await self.get()
         try:
             with map_errors():
                 async with connection.transaction():
                     await connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
+                    tables, _ = await self.load_catalog()  # under the DDL lock: current
                     for statement in statements:
                         await self._apply(connection, statement, tables)
         finally:

@@ -407,12 +407,12 @@ class PostgresDriver:
         return tables, indexes
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
-        tables, _ = self.load_catalog()
         connection = self.get()
         try:
             with map_errors():
                 with connection.transaction():
                     connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
+                    tables, _ = self.load_catalog()  # under the DDL lock: current
                     for statement in statements:
                         self._apply(connection, statement, tables)
         finally:

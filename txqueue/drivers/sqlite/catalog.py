@@ -74,10 +74,10 @@ def apply_ddl(
     connection: sqlite3.Connection, statements: Sequence[DdlStatement], deliver: str
 ) -> None:
     """Apply checked statements in one transaction and record them in the catalog."""
-    tables, _ = load_catalog(connection)
     with map_errors():
         connection.execute("BEGIN IMMEDIATE")
         try:
+            tables, _ = load_catalog(connection)  # under the write lock: current for sure
             for statement in statements:
                 _apply(connection, statement, tables, deliver)
             connection.execute("COMMIT")

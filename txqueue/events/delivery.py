@@ -1,0 +1,199 @@
+"""HTTP delivery: one POST per attempt, reported as an `Attempt`, never as an exception.
+
+Each deliverer owns one ``httpx`` client, so connections to a destination are reused across
+attempts. Redirects are not followed (a 3xx is a permanent failure, as it is not a receipt),
+and proxies and ``.netrc`` credentials from the environment are ignored unless
+``trust_env=True`` (a webhook sender must not hand a user's credentials to arbitrary hosts).
+
+``timeout`` (default 30 s) bounds an attempt. The async deliverer enforces it as a hard total
+deadline. httpx has no total timeout for sync calls, so the sync deliverer bounds each phase
+(connect, send, wait for each read) by ``timeout`` and stops reading the body at the total
+deadline. Once the status line and headers have arrived, the status decides the outcome. The
+body is then read only to free the connection for reuse and to quote it in the error, within
+the time left and at most 64 KiB. Timeouts and connection failures are TRANSIENT with no
+status. A request httpx cannot send (unsupported scheme, invalid URL or header) is PERMANENT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from txqueue.errors import InvalidArgument
+from txqueue.events.outcomes import Outcome, classify_status, parse_retry_after
+
+__all__ = ["AsyncHttpDeliverer", "Attempt", "HttpDeliverer"]
+
+_USER_AGENT = "txqueue-events/0.1"
+_EXCERPT = 512  # bytes of a failing response's body kept in Attempt.error
+_DRAIN = 64 * 1024  # bytes read to free a connection for reuse; past that it is dropped
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The result of one delivery attempt, as logged for the pipeline."""
+
+    status: int | None
+    outcome: Outcome
+    error: str | None
+    latency: timedelta
+    retry_after: timedelta | None
+
+
+def _seconds(timeout: float | timedelta) -> float:
+    value = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidArgument(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(value)
+
+
+def _client_options(timeout: float, trust_env: bool) -> dict[str, Any]:
+    return {
+        "timeout": httpx.Timeout(timeout),
+        "follow_redirects": False,
+        "trust_env": trust_env,
+        "headers": {"user-agent": _USER_AGENT},
+    }
+
+
+def _elapsed(started: float) -> timedelta:
+    return timedelta(seconds=time.monotonic() - started)
+
+
+def _from_response(response: httpx.Response, excerpt: bytes, started: float) -> Attempt:
+    outcome = classify_status(response.status_code)
+    error = None
+    if outcome is not Outcome.SUCCESS:
+        try:
+            phrase = HTTPStatus(response.status_code).phrase
+        except ValueError:
+            phrase = ""
+        error = f"HTTP {response.status_code} {phrase}".rstrip()
+        if outcome is Outcome.PERMANENT and 300 <= response.status_code < 400:
+            error += f" (redirect to {response.headers.get('location', '?')} not followed)"
+        text = excerpt.decode("utf-8", "replace").strip()
+        if text:
+            error += f": {text}"
+    retry_after = parse_retry_after(response.headers.get("retry-after"), datetime.now(timezone.utc))
+    return Attempt(response.status_code, outcome, error, _elapsed(started), retry_after)
+
+
+def _from_error(error: BaseException, started: float, timeout: float) -> Attempt:
+    if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError, TimeoutError)):
+        text = f"timeout after {timeout:g} s: {type(error).__name__} {error}".rstrip()
+        outcome = Outcome.TRANSIENT
+    elif isinstance(error, (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)):
+        text = f"request cannot be sent: {type(error).__name__}: {error}"
+        outcome = Outcome.PERMANENT
+    else:
+        text = f"connection error: {type(error).__name__}: {error}".rstrip(": ")
+        outcome = Outcome.TRANSIENT
+    return Attempt(None, outcome, text, _elapsed(started), None)
+
+
+# Errors that end an attempt without a response; anything else is a bug and propagates.
+_FAILURES = (httpx.TransportError, httpx.InvalidURL, TimeoutError, asyncio.TimeoutError)
+
+
+class HttpDeliverer:
+    """Synchronous deliverer around one reused ``httpx.Client``; call `close` when done."""
+
+    def __init__(self, timeout: float | timedelta = 30.0, *, trust_env: bool = False) -> None:
+        self.timeout = _seconds(timeout)
+        self._client = httpx.Client(**_client_options(self.timeout, trust_env))
+
+    def deliver(self, url: str, headers: dict[str, str], body: bytes) -> Attempt:
+        """POST ``body`` with ``headers`` to ``url`` and report how it went."""
+        started = time.monotonic()
+        deadline = started + self.timeout
+        try:
+            request = self._client.build_request("POST", url, headers=headers, content=body)
+            response = self._client.send(request, stream=True)
+        except _FAILURES as error:
+            return _from_error(error, started, self.timeout)
+        excerpt = b""
+        try:
+            success = classify_status(response.status_code) is Outcome.SUCCESS
+            read = 0
+            for chunk in response.iter_raw():
+                if not success and len(excerpt) < _EXCERPT:
+                    excerpt += chunk
+                read += len(chunk)
+                if read > _DRAIN or time.monotonic() > deadline:
+                    break  # the status is known; an endless body must not hold the worker
+        except httpx.TransportError:
+            pass  # the status is known; a broken body does not change the outcome
+        finally:
+            response.close()
+        return _from_response(response, excerpt[:_EXCERPT], started)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._client.close()
+
+    def __enter__(self) -> HttpDeliverer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncHttpDeliverer:
+    """Asynchronous deliverer around one reused ``httpx.AsyncClient``; await `close` when done."""
+
+    def __init__(self, timeout: float | timedelta = 30.0, *, trust_env: bool = False) -> None:
+        self.timeout = _seconds(timeout)
+        self._client = httpx.AsyncClient(**_client_options(self.timeout, trust_env))
+
+    async def deliver(self, url: str, headers: dict[str, str], body: bytes) -> Attempt:
+        """POST ``body`` with ``headers`` to ``url`` and report how it went."""
+        started = time.monotonic()
+        deadline = started + self.timeout
+        try:
+            request = self._client.build_request("POST", url, headers=headers, content=body)
+            response = await asyncio.wait_for(
+                self._client.send(request, stream=True), timeout=self.timeout
+            )
+        except _FAILURES as error:
+            return _from_error(error, started, self.timeout)
+        excerpt = b""
+        try:
+            success = classify_status(response.status_code) is Outcome.SUCCESS
+            excerpt = await asyncio.wait_for(
+                _read_excerpt(response, collect=not success),
+                timeout=max(deadline - time.monotonic(), 0.0),
+            )
+        except (httpx.TransportError, TimeoutError, asyncio.TimeoutError):
+            pass  # the status is known; a slow or broken body does not change the outcome
+        finally:
+            await response.aclose()
+        return _from_response(response, excerpt[:_EXCERPT], started)
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncHttpDeliverer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+async def _read_excerpt(response: httpx.Response, *, collect: bool) -> bytes:
+    """Drain the body so the connection can be reused, keeping its start if ``collect``."""
+    excerpt = b""
+    read = 0
+    async for chunk in response.aiter_raw():
+        if collect and len(excerpt) < _EXCERPT:
+            excerpt += chunk
+        read += len(chunk)
+        if read > _DRAIN:
+            break
+    return excerpt
