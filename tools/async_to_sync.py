@@ -22,16 +22,22 @@ import unasync
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {
+    "txqueue/events/_async/access.py": "txqueue/events/_sync/access.py",
+    "txqueue/events/_async/publishing.py": "txqueue/events/_sync/publishing.py",
+    "txqueue/events/_async/archive.py": "txqueue/events/_sync/archive.py",
+    "txqueue/events/_async/events.py": "txqueue/events/_sync/events.py",
     "txqueue/_async/protocol.py": "txqueue/_sync/protocol.py",
     "txqueue/_async/drivers.py": "txqueue/_sync/drivers.py",
     "txqueue/_async/database.py": "txqueue/_sync/database.py",
     "txqueue/drivers/sqlite/_async.py": "txqueue/drivers/sqlite/_sync.py",
     "txqueue/drivers/postgres/_async.py": "txqueue/drivers/postgres/_sync.py",
     "txqueue/drivers/postgres/_async_dead_letters.py": "txqueue/drivers/postgres/_sync_dead_letters.py",
+    "txqueue/drivers/postgres/_async_transaction.py": "txqueue/drivers/postgres/_sync_transaction.py",
 }
 NAMES = {
     "_async": "_sync",
     "_async_dead_letters": "_sync_dead_letters",
+    "_async_transaction": "_sync_transaction",
     "connect_async": "connect",
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",
@@ -60,13 +66,13 @@ def generate(source: Path) -> str:
         text = _ASYNC_PREFIX.sub(r"\1", text).replace("asyncio face", "sync face")
         text = _AWAITABLE.sub(r"\1", text)
         out.write_text(HEADER.format(source=source.relative_to(ROOT)) + text)
-        ruff = [sys.executable, "-m", "ruff"]
+        ruff = [sys.executable, "-m", "ruff", "--config", str(ROOT / "pyproject.toml")]
         subprocess.run(
             [*ruff, "check", "--quiet", "--fix", "--select", "I,F401", str(out)],
             check=False,
             cwd=ROOT,
         )
-        subprocess.run([*ruff, "format", "--quiet", str(out)], check=True, cwd=ROOT)
+        subprocess.run([*ruff[:3], "format", *ruff[3:], "--quiet", str(out)], check=True, cwd=ROOT)
         return out.read_text()
 
 

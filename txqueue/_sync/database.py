@@ -17,8 +17,8 @@ from txqueue._sync._compat import Lock, monotonic, sleep
 from txqueue._sync.drivers import open_driver
 from txqueue._sync.protocol import Driver, DriverTransaction
 from txqueue.core.durations import to_duration
-from txqueue.core.leases import DEFAULT_LEASE
-from txqueue.core.schema import Dialect, Index, Table
+from txqueue.core.leases import DEFAULT_LEASE, token_expiration_micros
+from txqueue.core.schema import Dialect, Index, Table, validate_name
 from txqueue.core.values import check_key
 from txqueue.drivers.base import (
     DeadLetterParams,
@@ -30,6 +30,14 @@ from txqueue.drivers.base import (
 from txqueue.errors import Aborted, InvalidArgument, NotFound
 from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo, ResultSet
 from txqueue.mutations import prepare_ack, prepare_delete, prepare_send, prepare_write
+from txqueue.sql import (
+    DmlPlan,
+    Plan,
+    ReceivePlan,
+    RenewPlan,
+    StreamingResultSet,
+    parse_sql,
+)
 from txqueue.sql.ddl import check_against_catalog, parse_ddl, split_statements
 
 __all__ = ["Batch", "Database", "Snapshot", "Transaction", "connect"]
@@ -40,6 +48,8 @@ T = TypeVar("T")
 MAX_ATTEMPTS = 20
 #: Longest a receive stream sleeps before looking again when nothing wakes it.
 FALLBACK_WAIT = 1.0
+#: How long a receive stream waits before trying again when the database was busy.
+CONTENDED_WAIT = 0.02
 
 
 def connect(
@@ -157,6 +167,7 @@ class Database:
             self._tables, self._indexes = self._driver.load_catalog()
             found = self._tables.get(name.lower())
         if found is None:
+            validate_name(name, "table name")  # a malformed name is InvalidArgument, not NotFound
             raise NotFound(f"no table or queue named {name!r}")
         return found
 
@@ -256,7 +267,13 @@ class Database:
         pending: list[Message] = []
         try:
             while True:
-                batch = receiver.receive(ReceiveParams(table, max_batch_size, lease, self.now()))
+                try:
+                    batch = receiver.receive(
+                        ReceiveParams(table, max_batch_size, lease, self.now())
+                    )
+                    contended = False
+                except Aborted:  # e.g. SQLite's write lock held by a long transaction
+                    batch, contended = [], True
                 if batch:
                     pending = _mark_last(batch)
                     while pending:
@@ -269,6 +286,8 @@ class Database:
                 remaining = deadline - monotonic()
                 due = receiver.seconds_until_ready(table)
                 wait = min(remaining, FALLBACK_WAIT if due is None else max(due, 0.0))
+                if contended:
+                    wait = min(remaining, CONTENDED_WAIT)
                 if wait > 0:
                     receiver.wait(wait)
         finally:
@@ -363,12 +382,13 @@ def _keys(table: Table, keys: Sequence[Any] | None) -> list[tuple[Any, ...]] | N
 
 
 def _tokens(tokens: Sequence[str]) -> list[str]:
+    """The well-formed tokens of ``tokens``: one that is not ours can hold no lease."""
     if isinstance(tokens, str) or not isinstance(tokens, Sequence):
         raise InvalidArgument("tokens must be a list of lease tokens")
     for token in tokens:
         if not isinstance(token, str):
             raise InvalidArgument("tokens must be a list of lease tokens (strings)")
-    return list(tokens)
+    return [token for token in tokens if token_expiration_micros(token) is not None]
 
 
 def _simulate(statement: Any, tables: dict[str, Table], indexes: dict[str, Index]) -> None:
@@ -454,27 +474,92 @@ class Transaction:
             raise InvalidArgument("key must be a non-empty string")
         return self._transaction.record_once(key)
 
-    def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
-        """Run a query in the engine's SQL."""
-        return self._transaction.execute_sql(_sql(sql), params)
+    def execute_sql(
+        self, sql: str, params: Any = None, param_types: Any = None
+    ) -> ResultSet | StreamingResultSet:
+        """Run a query in the database's dialect (``@name`` / ``$1`` parameters)."""
+        return _execute_sql(self._database, self._transaction, sql, params, param_types)
 
-    def execute_update(self, sql: str, params: Any = None) -> int:
-        """Run a DML statement in the engine's SQL; returns the row count."""
-        return self._transaction.execute_update(_sql(sql), params)
+    def execute_update(self, sql: str, params: Any = None, param_types: Any = None) -> int:
+        """Run INSERT, UPDATE or DELETE in the database's dialect; returns the row count.
+
+        With ``ASSERT_ROWS_MODIFIED n`` a different count fails this statement alone with
+        OutOfRange; the transaction stays open with its earlier writes.
+        """
+        plan = _plan(self._database, sql, params, param_types)
+        if not isinstance(plan, DmlPlan):
+            raise InvalidArgument(
+                "execute_update runs INSERT, UPDATE and DELETE; use execute_sql for queries"
+            )
+        count = self._transaction.execute_update(plan.sql, plan.params, plan.expected_rows)
+        for queue in plan.sends_to:
+            _note_sent(self._transaction, queue)
+        return count
 
     def batch_update(self, statements: Sequence[Any]) -> list[int]:
-        """Run DML statements in order (each a string or a ``(sql, params)`` pair)."""
+        """Run DML statements in order: each ``sql``, ``(sql, params)`` or
+        ``(sql, params, param_types)``; stops at the first error, which propagates."""
+        if isinstance(statements, str) or not isinstance(statements, Sequence):
+            raise InvalidArgument("statements must be a list of SQL statements")
         counts = []
         for statement in statements:
-            sql, params = (statement, None) if isinstance(statement, str) else statement
-            counts.append(self.execute_update(sql, params))
+            if isinstance(statement, str):
+                statement = (statement,)
+            if not isinstance(statement, (tuple, list)) or not 1 <= len(statement) <= 3:
+                raise InvalidArgument(
+                    "each statement is sql, (sql, params) or (sql, params, types)"
+                )
+            sql, params, types = (*statement, None, None)[:3]
+            counts.append(self.execute_update(sql, params, types))
         return counts
 
 
-def _sql(sql: object) -> str:
-    if not isinstance(sql, str) or not sql.strip():
-        raise InvalidArgument("sql must be a non-empty string")
-    return sql
+def _plan(database: Database, sql: str, params: Any, param_types: Any) -> Plan:
+    """Translate ``sql`` (the database's dialect) for the database's engine."""
+    statement = parse_sql(sql, database.dialect)
+    tables = {name.lower(): database.table(name) for name in statement.tables}
+    return statement.plan(tables, database.engine, params, param_types, database.now())
+
+
+def _execute_sql(
+    database: Database,
+    transaction: DriverTransaction,
+    sql: str,
+    params: Any,
+    param_types: Any,
+    snapshot: bool = False,
+) -> ResultSet | StreamingResultSet:
+    """A query's rows; RECEIVE_ streams and RENEWLEASE_ renews (in snapshots only)."""
+    plan = _plan(database, sql, params, param_types)
+    if isinstance(plan, DmlPlan):
+        raise InvalidArgument(
+            "a snapshot is read-only: run INSERT, UPDATE and DELETE with execute_update in "
+            "run_in_transaction"
+            if snapshot
+            else "execute_sql runs queries; use execute_update for INSERT, UPDATE and DELETE"
+        )
+    if isinstance(plan, (ReceivePlan, RenewPlan)) and not snapshot:
+        raise InvalidArgument(
+            "RECEIVE_/RENEWLEASE_ take leases in their own short transactions, not in this "
+            "one: run them in db.snapshot(), or use db.receive() / db.renew_lease()"
+        )
+    if isinstance(plan, ReceivePlan):
+        messages = database.receive(plan.queue, plan.max_duration, plan.max_batch_size)
+        return StreamingResultSet(plan.fields, plan.row, messages)
+    if isinstance(plan, RenewPlan):
+        return plan.result(database.renew_lease(plan.queue, plan.tokens))
+    return plan.result(transaction.execute_sql(plan.sql, plan.params))
+
+
+def _note_sent(transaction: DriverTransaction, queue: str) -> None:
+    """Have the commit wake receivers of ``queue``, as a ``send`` does."""
+    note = getattr(transaction, "note_sent", None)
+    if callable(note):
+        note(queue)
+        return
+    sent = getattr(transaction, "_sent", None)  # until drivers expose note_sent()
+    if isinstance(sent, set):
+        sent.add(queue)
 
 
 class Batch:
@@ -549,8 +634,12 @@ class Snapshot:
             self._transaction.rollback()
             self._transaction = None
 
-    def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
-        """Run a query in the engine's SQL."""
+    def execute_sql(
+        self, sql: str, params: Any = None, param_types: Any = None
+    ) -> ResultSet | StreamingResultSet:
+        """Run a query in the database's dialect; ``RECEIVE_`` returns a stream of rows."""
         if self._transaction is None:
             raise InvalidArgument("use the snapshot inside its with-block")
-        return self._transaction.execute_sql(_sql(sql), params)
+        return _execute_sql(
+            self._database, self._transaction, sql, params, param_types, snapshot=True
+        )

@@ -31,19 +31,14 @@ from txqueue.core.schema import (
     Table,
 )
 from txqueue.drivers.base import (
-    AckParams,
     DeadLetterParams,
-    DeleteParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
-    SendParams,
-    WriteKind,
-    WriteParams,
 )
 from txqueue.drivers.postgres import _async_dead_letters as dead_letters
-from txqueue.drivers.postgres import writes
-from txqueue.drivers.postgres.codec import encode, map_errors, messages_from_rows, utc
+from txqueue.drivers.postgres._async_transaction import AsyncPostgresTransaction
+from txqueue.drivers.postgres.codec import map_errors, messages_from_rows, utc
 from txqueue.drivers.postgres.statements import (
     CATALOG,
     CHANNEL,
@@ -54,16 +49,9 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.errors import (
-    Aborted,
-    AlreadyExists,
-    CommitOutcomeUnknown,
-    FailedPrecondition,
     InvalidArgument,
-    NotFound,
-    OutOfRange,
-    Unavailable,
 )
-from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message
 
 __all__ = ["AsyncPostgresDriver"]
 
@@ -75,204 +63,6 @@ FALLBACK_POLL = 1.0
 IN_PROGRESS_BOUND = 2.0
 #: How long resolving a dropped COMMIT may take in all before giving up (CommitOutcomeUnknown).
 RESOLVE_TIMEOUT = 60.0
-
-
-class AsyncPostgresTransaction:
-    """A transaction on a pooled connection, or a savepoint in the caller's own transaction."""
-
-    def __init__(self, driver: AsyncPostgresDriver, connection: Any, owned: bool) -> None:
-        self._driver = driver
-        self._connection = connection
-        self._owned = owned
-        self._sent: set[str] = set()
-        self._finished = False
-
-    async def _execute(self, sql: str, params: Any = None) -> Any:
-        with map_errors():
-            return await self._connection.execute(sql, params)
-
-    async def write(self, params: WriteParams) -> None:
-        table, columns = params.table, params.columns
-        schema = [table.column(c) for c in columns]
-        rows = [[encode(c, v) for c, v in zip(schema, row)] for row in params.rows]
-        with map_errors():
-            async with self._connection.cursor() as cursor:
-                if params.kind is WriteKind.INSERT:
-                    await cursor.executemany(writes.insert_sql(table, columns), rows)
-                elif params.kind is WriteKind.INSERT_OR_UPDATE:
-                    await cursor.executemany(writes.upsert_sql(table, columns), rows)
-                elif params.kind is WriteKind.REPLACE:
-                    positions = writes.key_positions(table, columns)
-                    keys = [[row[i] for i in positions] for row in rows]
-                    await cursor.executemany(writes.delete_sql(table), keys)
-                    await cursor.executemany(writes.insert_sql(table, columns), rows)
-                else:
-                    await self._update(cursor, table, columns, rows)
-
-    async def _update(
-        self, cursor: Any, table: Table, columns: tuple[str, ...], rows: list[list[Any]]
-    ) -> None:
-        sql = writes.update_sql(table, columns)
-        if sql is None:
-            return
-        positions = writes.key_positions(table, columns)
-        others = [i for i in range(len(columns)) if i not in positions]
-        for row in rows:
-            await cursor.execute(sql, [row[i] for i in others] + [row[i] for i in positions])
-            if cursor.rowcount == 0:
-                key = tuple(row[i] for i in positions)
-                raise NotFound(f"table {table.name} has no row with key {key!r}")
-
-    async def delete(self, params: DeleteParams) -> int:
-        table = params.table
-        if params.keys is None:
-            cursor = await self._execute(f"DELETE FROM {ident(table.name)}")
-            return int(cursor.rowcount)
-        total = 0
-        sql = writes.delete_sql(table)
-        for key in params.keys:
-            cursor = await self._execute(sql, _encoded_key(table, key))
-            total += cursor.rowcount
-        return total
-
-    async def send(self, params: SendParams) -> None:
-        table = params.queue
-        statements = queue_statements(table, self._driver.deliver_column)
-        values = [
-            *_encoded_key(table, params.key),
-            encode(table.payload_column, params.payload),
-            params.deliver_time,
-        ]
-        cursor = await self._execute(statements.send, values)
-        if cursor.rowcount == 0:
-            raise AlreadyExists(f"queue {table.name} already has a message with key {params.key!r}")
-        self._sent.add(table.name)
-
-    async def ack(self, params: AckParams) -> None:
-        table = params.queue
-        statements = queue_statements(table, self._driver.deliver_column)
-        key = _encoded_key(table, params.key)
-        if params.lease_token is None:
-            cursor = await self._execute(statements.ack, key)
-        else:
-            cursor = await self._execute(
-                statements.ack_with_token, [*key, params.lease_token, params.now]
-            )
-            if cursor.rowcount == 0:
-                exists = await self._execute(statements.exists, key)
-                if await exists.fetchone() is not None:
-                    raise FailedPrecondition(
-                        f"lease token no longer holds the lease of {table.name} {params.key!r}"
-                    )
-        if cursor.rowcount == 0 and not params.ignore_not_found:
-            raise NotFound(f"queue {table.name} has no message with key {params.key!r}")
-
-    async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
-        cursor = await self._execute(sql, params)
-        with map_errors():
-            rows = [tuple(row) for row in await cursor.fetchall()] if cursor.description else []
-        return ResultSet([d.name for d in cursor.description or ()], rows)
-
-    async def execute_update(
-        self, sql: str, params: Any = None, expected_rows: int | None = None
-    ) -> int:
-        if expected_rows is None:
-            cursor = await self._execute(sql, params)
-            return int(cursor.rowcount)
-        # A savepoint scopes ASSERT_ROWS_MODIFIED to this statement: PostgreSQL would
-        # otherwise abort the whole transaction on an error.
-        await self._execute("SAVEPOINT txqueue_assert")
-        try:
-            cursor = await self._execute(sql, params)
-        except BaseException:
-            await self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
-            raise
-        count = int(cursor.rowcount)
-        if count != expected_rows:
-            await self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
-            raise OutOfRange(
-                f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {count} row(s) modified"
-            )
-        await self._execute("RELEASE SAVEPOINT txqueue_assert")
-        return count
-
-    async def record_once(self, key: str) -> bool:
-        cursor = await self._execute(
-            "INSERT INTO txqueue_ledger (key) VALUES (%s) ON CONFLICT DO NOTHING", [key]
-        )
-        return bool(cursor.rowcount)
-
-    async def _prepare_commit(self) -> str | None:
-        """NOTIFY the sent queues and learn the transaction id, in one round trip.
-
-        The id lets a commit whose connection drops be resolved with pg_xact_status instead
-        of guessed; it is None when the transaction wrote nothing.
-        """
-        cursor = await self._execute(
-            "SELECT pg_current_xact_id_if_assigned()::text,"
-            " (SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q)",
-            [CHANNEL, sorted(self._sent)],
-        )
-        row = await cursor.fetchone()
-        return None if row is None else row[0]
-
-    async def commit(self) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        if not self._owned:
-            if self._sent:  # NOTIFY is delivered when the application commits
-                await self._execute(
-                    "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q",
-                    [CHANNEL, sorted(self._sent)],
-                )
-            await self._execute("RELEASE SAVEPOINT txqueue")
-            return
-        try:
-            xid = await self._prepare_commit()
-            backend = self._connection.info.backend_pid
-            try:
-                await self._connection.execute("COMMIT")
-            except psycopg.OperationalError as error:
-                if xid is None:
-                    raise Unavailable(
-                        f"connection lost at COMMIT of a read-only transaction: {error}"
-                    ) from error
-                outcome = await self._driver.resolve_commit(xid, backend)
-                if outcome == "committed":
-                    return
-                if outcome == "aborted":
-                    raise Aborted(
-                        f"the connection dropped at COMMIT and the transaction was rolled back: {error}"
-                    ) from error
-                raise CommitOutcomeUnknown(
-                    f"the connection dropped at COMMIT of transaction {xid} and its outcome "
-                    f"could not be determined: {error}"
-                ) from error
-            except psycopg.Error as error:
-                with map_errors():
-                    raise error
-        finally:
-            await self._driver.put(self._connection)
-
-    async def rollback(self) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        if self._owned:
-            try:
-                if not self._connection.closed:
-                    with map_errors():
-                        await self._connection.execute("ROLLBACK")
-            finally:
-                await self._driver.put(self._connection)
-        else:
-            await self._execute("ROLLBACK TO SAVEPOINT txqueue")
-            await self._execute("RELEASE SAVEPOINT txqueue")
-
-
-def _encoded_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
-    return [encode(c, v) for c, v in zip(table.key_columns, key)]
 
 
 class AsyncPostgresReceiver:
@@ -477,14 +267,8 @@ class AsyncPostgresDriver:
             with map_errors():
                 await own.execute("SAVEPOINT txqueue")
             return AsyncPostgresTransaction(self, own, owned=False)
-        pooled = await self.get()
-        try:
-            with map_errors():
-                await pooled.execute("BEGIN READ ONLY" if read_only else "BEGIN")
-        except BaseException:
-            await self.put(pooled)
-            raise
-        return AsyncPostgresTransaction(self, pooled, owned=True)
+        # BEGIN is sent lazily, in one pipeline with the first statement.
+        return AsyncPostgresTransaction(self, await self.get(), owned=True, read_only=read_only)
 
     async def open_receiver(self, queue: Table) -> AsyncPostgresReceiver:
         connection = await self.get()
@@ -622,6 +406,7 @@ def _own_connection(connection: Any) -> Any:
     """The psycopg connection behind the caller's connection (psycopg or SQLAlchemy)."""
     raw = connection
     if not isinstance(raw, psycopg.AsyncConnection):
+        _begin_sqlalchemy(connection)
         raw = getattr(getattr(connection, "connection", None), "driver_connection", None)
     if not isinstance(raw, psycopg.AsyncConnection):
         raise InvalidArgument(
@@ -634,3 +419,10 @@ def _own_connection(connection: Any) -> Any:
             "send commits with your writes"
         )
     return raw
+
+
+def _begin_sqlalchemy(connection: Any) -> None:
+    """Make SQLAlchemy begin its transaction, so its ``commit()`` commits our writes too."""
+    in_transaction = getattr(connection, "in_transaction", None)
+    if callable(in_transaction) and not in_transaction():
+        connection.begin()

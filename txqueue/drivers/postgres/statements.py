@@ -145,7 +145,6 @@ class QueueStatements:
     release: str
     send: str
     ack: str
-    ack_with_token: str
     exists: str
     counts: str
     dead_letter: str
@@ -212,10 +211,11 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f" VALUES ({', '.join(['%s'] * (len(keys) + 1))}, coalesce(%s::timestamptz, now()))"
             " ON CONFLICT DO NOTHING"
         ),
-        ack=f"DELETE FROM {name} WHERE {key_match}",
-        ack_with_token=(
-            f"DELETE FROM {name} WHERE {key_match} AND _txq_lease_token = %s"
-            " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
+        # Without a token (NULL) the key alone decides; with one, only its live lease may ack.
+        ack=(
+            f"DELETE FROM {name} WHERE {key_match} AND (%s::text IS NULL"
+            " OR _txq_lease_token = %s"
+            " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp()))"
         ),
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
         dead_letter=(

@@ -37,6 +37,8 @@ T = TypeVar("T")
 
 #: How often a waiting receiver checks for commits made outside txqueue (no wake-up datagram).
 FALLBACK_POLL = 0.25
+#: Busy timeout of a receiver's connection, in milliseconds.
+RECEIVE_BUSY_MS = 100
 
 
 class SqliteTransaction:
@@ -132,6 +134,9 @@ class SqliteReceiver:
         self._queue = queue
         self._socket = WakeupSocket(driver.wakeup_directory)
         self._connection = driver.pool.acquire()
+        # A receive gives way quickly to a long writer (the stream tries again) instead of
+        # blocking for the pool's whole busy timeout.
+        self._connection.execute(f"PRAGMA busy_timeout={RECEIVE_BUSY_MS}")
         self._version: int | None = None
 
     def receive(self, params: ReceiveParams) -> list[Message]:
@@ -162,6 +167,8 @@ class SqliteReceiver:
 
     def close(self) -> None:
         self._socket.close()
+        busy_ms = int(self._driver.pool.busy_timeout.total_seconds() * 1000)
+        self._connection.execute(f"PRAGMA busy_timeout={busy_ms}")
         self._driver.pool.release(self._connection)
 
 
@@ -263,6 +270,7 @@ def _own_connection(connection: Any) -> sqlite3.Connection:
     """The sqlite3 connection behind the caller's connection (sqlite3 or SQLAlchemy)."""
     raw = connection
     if not isinstance(raw, sqlite3.Connection):
+        _begin_sqlalchemy(connection)
         raw = getattr(getattr(connection, "connection", None), "driver_connection", None)
     if not isinstance(raw, sqlite3.Connection):
         raise InvalidArgument(
@@ -275,3 +283,10 @@ def _own_connection(connection: Any) -> sqlite3.Connection:
             "send commits with your writes"
         )
     return raw
+
+
+def _begin_sqlalchemy(connection: Any) -> None:
+    """Make SQLAlchemy begin its transaction, so its ``commit()`` commits our writes too."""
+    in_transaction = getattr(connection, "in_transaction", None)
+    if callable(in_transaction) and not in_transaction():
+        connection.begin()

@@ -1,0 +1,1 @@
+"""The conformance suite: one set of tests run against every engine (SQLite, PostgreSQL)."""

@@ -1,0 +1,109 @@
+"""Shared fixtures: database URLs for SQLite and a per-session PostgreSQL server.
+
+PostgreSQL comes from ``$TXQUEUE_TEST_POSTGRES_URL`` or is started from the
+``initdb``/``pg_ctl`` found on PATH (see ``tests/pgserver.py``). When neither is
+available, PostgreSQL tests are skipped, except under ``CI=true`` where they fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgserver import PostgresServer, create_database, drop_database, find_or_start
+
+_MAX_IDENT_BYTES = 63  # NAMEDATALEN - 1
+_db_counter = itertools.count(1)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # A plain `kill` (SIGTERM) would skip fixture teardown and leave the session's
+    # PostgreSQL server running; treat it like Ctrl-C so the server is cleaned up.
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Anything reaching the PostgreSQL fixtures counts as a postgres test, so
+    # `-m "not postgres"` deselects it (database_url marks only its own param).
+    for item in items:
+        if "_postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def _postgres() -> Iterator[tuple[str, PostgresServer | None]]:
+    url, server, reason = find_or_start()
+    if url is None:
+        if _in_ci():
+            pytest.fail(f"CI=true but {reason}", pytrace=False)
+        pytest.skip(reason)
+    try:
+        yield url, server
+    finally:
+        # Runs at session end, also after Ctrl-C (pytest tears fixtures down on
+        # KeyboardInterrupt); pgserver's atexit hook is the last resort.
+        if server is not None:
+            server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(_postgres: tuple[str, PostgresServer | None]) -> PostgresServer | None:
+    """The session's PostgreSQL server, or None when an external URL is used."""
+    return _postgres[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url(_postgres: tuple[str, PostgresServer | None]) -> str:
+    """URL of the session server's maintenance database (``postgres``)."""
+    return _postgres[0]
+
+
+def _database_name(nodeid: str) -> str:
+    """A unique, valid, unquoted-safe database name derived from a test node id."""
+    suffix = f"_{next(_db_counter)}_{uuid.uuid4().hex[:8]}"
+    stem = nodeid.rsplit("/", 1)[-1].replace(".py::", "::")  # test_mod::test_fn[param]
+    stem = re.sub(r"[^a-z0-9]+", "_", stem.lower()).strip("_")
+    stem = stem[: _MAX_IDENT_BYTES - len("t_") - len(suffix)].rstrip("_")
+    return f"t_{stem}{suffix}"
+
+
+@pytest.fixture
+def pg_database_url(request: pytest.FixtureRequest, postgres_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test; dropped afterwards."""
+    name = _database_name(request.node.nodeid)
+    url = create_database(postgres_url, name)
+    yield url
+    drop_database(postgres_url, name)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/test.db"
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Run the test once per engine: a SQLite file URL, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("pg_database_url"))

@@ -1,0 +1,326 @@
+"""A PostgreSQL transaction for the asyncio face; ``_sync_transaction.py`` is generated from it.
+
+Round trips are what a transaction costs beyond its commit, so this class spends few:
+BEGIN travels in one pipeline with the first statement; sends and acks are buffered (like
+Spanner's mutations) and flushed as one pipeline per run of the same operation, together
+with the query that learns the transaction id and NOTIFYs receivers. A lone send or ack is
+then two round trips: the pipeline and COMMIT. Errors of buffered operations surface at the
+next statement or at commit, as Spanner's mutation errors surface at commit.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+import psycopg
+
+from txqueue.core.schema import Table
+from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
+from txqueue.drivers.postgres import writes
+from txqueue.drivers.postgres.codec import encode, map_errors
+from txqueue.drivers.postgres.statements import CHANNEL, ident, queue_statements
+from txqueue.errors import (
+    Aborted,
+    AlreadyExists,
+    CommitOutcomeUnknown,
+    FailedPrecondition,
+    NotFound,
+    OutOfRange,
+    Unavailable,
+)
+from txqueue.models import ResultSet
+
+__all__ = ["AsyncPostgresTransaction"]
+
+#: Learns the transaction id (to resolve a dropped COMMIT) and NOTIFYs the sent queues.
+_PREPARE_COMMIT = (
+    "SELECT pg_current_xact_id_if_assigned()::text,"
+    " (SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q)"
+)
+#: Buffered operations flush once this many are pending.
+_FLUSH_AT = 1000
+
+
+def encoded_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
+    return [encode(c, v) for c, v in zip(table.key_columns, key)]
+
+
+class AsyncPostgresTransaction:
+    """A transaction on a pooled connection, or a savepoint in the caller's own transaction."""
+
+    def __init__(self, driver: Any, connection: Any, owned: bool, read_only: bool = False) -> None:
+        self._driver = driver
+        self._connection = connection
+        self._owned = owned
+        self._read_only = read_only
+        self._begun = not owned  # the caller's transaction is open (our savepoint too)
+        self._pending: list[SendParams | AckParams] = []
+        self._sent: set[str] = set()
+        self._xid: str | None = None
+        self._xid_current = True  # False once a statement may have written since we asked
+        self._finished = False
+
+    # ---- statements --------------------------------------------------------------------
+
+    async def _execute(self, sql: str, params: Any = None, writes_rows: bool = True) -> Any:
+        """Run one statement after the buffered operations; BEGIN rides along if needed."""
+        await self._flush()
+        if writes_rows:
+            self._xid_current = False
+        with map_errors():
+            if self._begun:
+                return await self._connection.execute(sql, params)
+            self._begun = True
+            async with self._connection.pipeline():
+                await self._connection.execute("BEGIN READ ONLY" if self._read_only else "BEGIN")
+                cursor = await self._connection.execute(sql, params)
+            return cursor
+
+    async def _begin_in_pipeline(self) -> None:
+        """Inside a pipeline block: send BEGIN first when the transaction has not begun."""
+        if not self._begun:
+            self._begun = True
+            await self._connection.execute("BEGIN READ ONLY" if self._read_only else "BEGIN")
+
+    async def write(self, params: WriteParams) -> None:
+        table, columns = params.table, params.columns
+        schema = [table.column(c) for c in columns]
+        rows = [[encode(c, v) for c, v in zip(schema, row)] for row in params.rows]
+        positions = writes.key_positions(table, columns)
+        await self._flush()
+        self._xid_current = False
+        with map_errors():
+            cursor = self._connection.cursor()  # outlives the pipeline: results arrive at sync
+            async with self._connection.pipeline():
+                await self._begin_in_pipeline()
+                if params.kind is WriteKind.INSERT:
+                    await cursor.executemany(writes.insert_sql(table, columns), rows)
+                elif params.kind is WriteKind.INSERT_OR_UPDATE:
+                    await cursor.executemany(writes.upsert_sql(table, columns), rows)
+                elif params.kind is WriteKind.REPLACE:
+                    keys = [[row[i] for i in positions] for row in rows]
+                    await cursor.executemany(writes.delete_sql(table), keys)
+                    await cursor.executemany(writes.insert_sql(table, columns), rows)
+                else:
+                    sql = writes.update_sql(table, columns)
+                    if sql is None:
+                        return
+                    others = [i for i in range(len(columns)) if i not in positions]
+                    arguments = [[r[i] for i in others] + [r[i] for i in positions] for r in rows]
+                    await cursor.executemany(sql, arguments, returning=True)
+            if params.kind is WriteKind.UPDATE:
+                for row in rows:  # results are read after the pipeline's sync
+                    if cursor.rowcount == 0:
+                        key = tuple(row[i] for i in positions)
+                        raise NotFound(f"table {table.name} has no row with key {key!r}")
+                    cursor.nextset()
+
+    async def delete(self, params: DeleteParams) -> int:
+        table = params.table
+        if params.keys is None:
+            cursor = await self._execute(f"DELETE FROM {ident(table.name)}")
+            return int(cursor.rowcount)
+        await self._flush()
+        self._xid_current = False
+        keys = [encoded_key(table, key) for key in params.keys]
+        with map_errors():
+            cursor = self._connection.cursor()  # outlives the pipeline: results arrive at sync
+            async with self._connection.pipeline():
+                await self._begin_in_pipeline()
+                await cursor.executemany(writes.delete_sql(table), keys, returning=True)
+            total = 0
+            for _ in keys:
+                total += max(cursor.rowcount, 0)
+                cursor.nextset()
+        return total
+
+    async def record_once(self, key: str) -> bool:
+        cursor = await self._execute(
+            "INSERT INTO txqueue_ledger (key) VALUES (%s) ON CONFLICT DO NOTHING", [key]
+        )
+        return bool(cursor.rowcount)
+
+    async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
+        cursor = await self._execute(sql, params)
+        with map_errors():
+            rows = [tuple(row) for row in await cursor.fetchall()] if cursor.description else []
+        return ResultSet([d.name for d in cursor.description or ()], rows)
+
+    async def execute_update(
+        self, sql: str, params: Any = None, expected_rows: int | None = None
+    ) -> int:
+        if expected_rows is None:
+            cursor = await self._execute(sql, params)
+            return int(cursor.rowcount)
+        # A savepoint scopes ASSERT_ROWS_MODIFIED to this statement: PostgreSQL would
+        # otherwise abort the whole transaction on an error.
+        await self._execute("SAVEPOINT txqueue_assert")
+        try:
+            cursor = await self._execute(sql, params)
+        except BaseException:
+            await self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
+            raise
+        count = int(cursor.rowcount)
+        if count != expected_rows:
+            await self._execute("ROLLBACK TO SAVEPOINT txqueue_assert")
+            raise OutOfRange(
+                f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {count} row(s) modified"
+            )
+        await self._execute("RELEASE SAVEPOINT txqueue_assert")
+        return count
+
+    # ---- buffered sends and acks -------------------------------------------------------
+
+    async def send(self, params: SendParams) -> None:
+        self._pending.append(params)
+        self._sent.add(params.queue.name)
+        if len(self._pending) >= _FLUSH_AT:
+            await self._flush()
+
+    async def ack(self, params: AckParams) -> None:
+        self._pending.append(params)
+        if len(self._pending) >= _FLUSH_AT:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        """Run the buffered operations in one pipeline and raise the first failure."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        deliver = self._driver.deliver_column
+        runs = [
+            (type(first), first.queue, items)
+            for (_, first), items in (
+                (key, list(group))
+                for key, group in groupby(pending, key=lambda p: (type(p), p.queue.name))
+            )
+            for first in [items[0]]
+        ]
+        results = []
+        with map_errors():
+            async with self._connection.pipeline():
+                if not self._begun:
+                    self._begun = True
+                    await self._connection.execute("BEGIN")
+                for kind, table, items in runs:
+                    cursor = self._connection.cursor()
+                    statements = queue_statements(table, deliver)
+                    if kind is SendParams:
+                        sql = statements.send
+                        rows = [_send_row(item) for item in items]  # type: ignore[arg-type]
+                    else:
+                        sql = statements.ack
+                        rows = [_ack_row(item) for item in items]  # type: ignore[arg-type]
+                    await cursor.executemany(sql, rows, returning=True)
+                    results.append((items, cursor))
+                marker = await self._connection.execute(
+                    _PREPARE_COMMIT, [CHANNEL, sorted(self._sent)]
+                )
+            row = await marker.fetchone()
+        self._xid = None if row is None else row[0]
+        self._xid_current = True
+        for items, cursor in results:
+            for item in items:
+                if cursor.rowcount == 0:
+                    await self._fail(item)
+                cursor.nextset()
+
+    async def _fail(self, item: SendParams | AckParams) -> None:
+        table = item.queue
+        if isinstance(item, SendParams):
+            raise AlreadyExists(f"queue {table.name} already has a message with key {item.key!r}")
+        if item.lease_token is not None:
+            statements = queue_statements(table, self._driver.deliver_column)
+            with map_errors():
+                key = encoded_key(table, item.key)
+                cursor = await self._connection.execute(statements.exists, key)
+                exists = await cursor.fetchone() is not None
+            if exists:
+                raise FailedPrecondition(
+                    f"lease token no longer holds the lease of {table.name} {item.key!r}"
+                )
+        if not item.ignore_not_found:
+            raise NotFound(f"queue {table.name} has no message with key {item.key!r}")
+
+    # ---- ending --------------------------------------------------------------------------
+
+    async def commit(self) -> None:
+        if self._finished:
+            return
+        try:
+            await self._flush()
+        except BaseException:
+            await self.rollback()
+            raise
+        self._finished = True
+        if not self._owned:
+            await self._execute("RELEASE SAVEPOINT txqueue", writes_rows=False)
+            return
+        try:
+            if not self._begun:
+                return  # nothing ran: nothing to commit
+            if not self._xid_current:
+                with map_errors():
+                    cursor = await self._connection.execute(
+                        _PREPARE_COMMIT, [CHANNEL, sorted(self._sent)]
+                    )
+                    row = await cursor.fetchone()
+                self._xid = None if row is None else row[0]
+            await self._commit(self._xid, self._connection.info.backend_pid)
+        finally:
+            await self._driver.put(self._connection)
+
+    async def _commit(self, xid: str | None, backend: int) -> None:
+        try:
+            await self._connection.execute("COMMIT")
+        except psycopg.OperationalError as error:
+            if xid is None:
+                raise Unavailable(
+                    f"connection lost at COMMIT of a read-only transaction: {error}"
+                ) from error
+            outcome = await self._driver.resolve_commit(xid, backend)
+            if outcome == "committed":
+                return
+            if outcome == "aborted":
+                raise Aborted(
+                    f"the connection dropped at COMMIT and the transaction was rolled back: {error}"
+                ) from error
+            raise CommitOutcomeUnknown(
+                f"the connection dropped at COMMIT of transaction {xid} and its outcome "
+                f"could not be determined: {error}"
+            ) from error
+        except psycopg.Error as error:
+            with map_errors():
+                raise error
+
+    async def rollback(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self._pending = []
+        if self._owned:
+            try:
+                if self._begun and not self._connection.closed:
+                    with map_errors():
+                        await self._connection.execute("ROLLBACK")
+            finally:
+                await self._driver.put(self._connection)
+        else:
+            with map_errors():
+                await self._connection.execute("ROLLBACK TO SAVEPOINT txqueue")
+                await self._connection.execute("RELEASE SAVEPOINT txqueue")
+
+
+def _send_row(item: SendParams) -> list[Any]:
+    table = item.queue
+    return [
+        *encoded_key(table, item.key),
+        encode(table.payload_column, item.payload),
+        item.deliver_time,
+    ]
+
+
+def _ack_row(item: AckParams) -> list[Any]:
+    token = item.lease_token
+    return [*encoded_key(item.queue, item.key), token, token, item.now]
