@@ -1,6 +1,8 @@
 """Lease rules shared by every driver: token format, redelivery backoff, defaults.
 
-A lease token is ``<expiration in µs since epoch, 14 hex digits><16 random hex digits>``.
+A lease token is ``<expiration in µs since epoch, 14 hex digits><16 random hex digits>``,
+optionally followed by ``.<locator>``: SQLite appends the message's rowid, so renewing finds
+the row without an index on tokens.
 Carrying the expiration lets ``renew_lease`` tell an *expired* token (no row, as Spanner
 documents) from one whose message was acked or taken over (a row with no new token) without
 keeping history. The random part makes each lease unique.
@@ -24,7 +26,8 @@ MAX_BACKOFF_SECONDS = 3600
 #: 2**12 s > 1 h, so exponents are clamped here before the cap (keeps SQL integer math small).
 MAX_BACKOFF_EXPONENT = 12
 TOKEN_EXPIRATION_DIGITS = 14
-_TOKEN = re.compile(r"[0-9a-f]{14}[0-9a-f]{16}\Z")
+#: expiration (14 hex) + random (16 hex) [+ "." + a locator the engine may add, in hex]
+_TOKEN = re.compile(r"[0-9a-f]{14}[0-9a-f]{16}(?:\.[0-9a-f]{1,16})?\Z")
 
 
 def redelivery_backoff(expired_leases: int) -> timedelta:
@@ -44,3 +47,9 @@ def token_expiration_micros(token: object) -> int | None:
     if not isinstance(token, str) or not _TOKEN.match(token):
         return None
     return int(token[:TOKEN_EXPIRATION_DIGITS], 16)
+
+
+def token_locator(token: str) -> int | None:
+    """The engine's locator a token carries (SQLite: the message's rowid), if any."""
+    _, dot, locator = token.partition(".")
+    return int(locator, 16) if dot else None

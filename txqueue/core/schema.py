@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 from txqueue.errors import InvalidArgument
@@ -116,19 +117,22 @@ class Table:
     parent: str | None = None
     on_delete_cascade: bool = False
 
+    @cached_property
+    def _by_name(self) -> dict[str, Column]:
+        return {column.name.lower(): column for column in self.columns}
+
     def column(self, name: str) -> Column:
         """The column named ``name`` (case-insensitive, as in Spanner)."""
-        lowered = name.lower()
-        for candidate in self.columns:
-            if candidate.name.lower() == lowered:
-                return candidate
-        raise InvalidArgument(f"table {self.name} has no column {name!r}")
+        found = self._by_name.get(name.lower()) if isinstance(name, str) else None
+        if found is None:
+            raise InvalidArgument(f"table {self.name} has no column {name!r}")
+        return found
 
-    @property
+    @cached_property
     def key_columns(self) -> tuple[Column, ...]:
         return tuple(self.column(name) for name in self.primary_key)
 
-    @property
+    @cached_property
     def payload_column(self) -> Column:
         """The queue's payload column (declared as Payload/payload)."""
         return self.column("Payload")

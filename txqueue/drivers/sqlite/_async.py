@@ -36,6 +36,8 @@ T = TypeVar("T")
 
 #: How often a waiting receiver checks for commits made outside txqueue (no wake-up datagram).
 FALLBACK_POLL = 0.25
+#: Buffered sends and acks are applied once this many are pending.
+FLUSH_AT = 1000
 #: Busy timeout of a receiver's connection, in milliseconds.
 RECEIVE_BUSY_MS = 100
 
@@ -48,9 +50,16 @@ class AsyncSqliteTransaction:
         self._connection = connection
         self._owned = owned
         self._sent: set[str] = set()
+        self._pending: list[SendParams | AckParams] = []
         self._finished = False
 
     async def _call(self, function: Callable[..., T], *args: Any) -> T:
+        if self._pending:  # buffered sends and acks go first, in order
+            pending, self._pending = self._pending, []
+            await self._run(engine.flush, pending, self._driver.deliver_column)
+        return await self._run(function, *args)
+
+    async def _run(self, function: Callable[..., T], *args: Any) -> T:
         if self._owned:
             return await run_blocking(function, self._connection, *args)
         return function(self._connection, *args)  # the caller's connection stays on its thread
@@ -62,11 +71,17 @@ class AsyncSqliteTransaction:
         return await self._call(engine.delete, params)
 
     async def send(self, params: SendParams) -> None:
-        await self._call(engine.send, params, self._driver.deliver_column)
+        """Buffered, like a Spanner mutation: applied with the next statement or at commit."""
+        self._pending.append(params)
         self._sent.add(params.queue.name)
+        if len(self._pending) >= FLUSH_AT:
+            await self._call(_nothing)
 
     async def ack(self, params: AckParams) -> None:
-        await self._call(engine.ack, params, self._driver.deliver_column)
+        """Buffered, like a Spanner mutation: applied with the next statement or at commit."""
+        self._pending.append(params)
+        if len(self._pending) >= FLUSH_AT:
+            await self._call(_nothing)
 
     async def execute_sql(self, sql: str, params: Any = None) -> ResultSet:
         return await self._call(engine.execute_sql, sql, params)
@@ -82,6 +97,12 @@ class AsyncSqliteTransaction:
     async def commit(self) -> None:
         if self._finished:
             return
+        if self._pending:
+            try:
+                await self._call(_nothing)
+            except BaseException:
+                await self.rollback()
+                raise
         self._finished = True
         if not self._owned:
             # The application commits its own transaction; ours was a savepoint inside it.
@@ -99,12 +120,17 @@ class AsyncSqliteTransaction:
         if self._finished:
             return
         self._finished = True
+        self._pending = []
         if self._owned:
             self._driver.pool.release(self._connection)
         else:
             with map_errors():
                 self._connection.execute("ROLLBACK TO txqueue")
                 self._connection.execute("RELEASE txqueue")
+
+
+def _nothing(connection: sqlite3.Connection) -> None:
+    """A no-op statement: calling it flushes the buffered operations."""
 
 
 def _commit(connection: sqlite3.Connection) -> None:

@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
+from itertools import groupby
 from typing import Any
 
 from txqueue.core.durations import from_micros, to_micros
@@ -173,35 +174,74 @@ def encode_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
     return [encode(c, v) for c, v in zip(table.key_columns, key)]
 
 
+def send_row(params: SendParams) -> list[Any]:
+    table = params.queue
+    deliver = None if params.deliver_time is None else to_micros(params.deliver_time)
+    return [*encode_key(table, params.key), encode(table.payload_column, params.payload), deliver]
+
+
+def ack_row(params: AckParams) -> list[Any]:
+    token = params.lease_token
+    return [*encode_key(params.queue, params.key), token, token, now_micros(params.now)]
+
+
 def send(connection: sqlite3.Connection, params: SendParams, deliver_column: str) -> None:
     """Insert one message; AlreadyExists when the key is taken."""
-    table = params.queue
-    statements = queue_statements(table, deliver_column)
-    deliver = None if params.deliver_time is None else to_micros(params.deliver_time)
-    values = [*encode_key(table, params.key), encode(table.payload_column, params.payload), deliver]
+    statements = queue_statements(params.queue, deliver_column)
     with map_errors():
-        cursor = connection.execute(statements.send, values)
+        cursor = connection.execute(statements.send, send_row(params))
     if cursor.rowcount == 0:
-        raise AlreadyExists(f"queue {table.name} already has a message with key {params.key!r}")
+        raise AlreadyExists(
+            f"queue {params.queue.name} already has a message with key {params.key!r}"
+        )
 
 
 def ack(connection: sqlite3.Connection, params: AckParams, deliver_column: str) -> None:
     """Delete one message, fenced by its lease token when one is given."""
     table = params.queue
     statements = queue_statements(table, deliver_column)
-    key = encode_key(table, params.key)
     with map_errors():
-        if params.lease_token is None:
-            deleted = connection.execute(statements.ack, key).rowcount
-        else:
-            arguments = [*key, params.lease_token, now_micros(params.now)]
-            deleted = connection.execute(statements.ack_with_token, arguments).rowcount
-            if deleted == 0 and connection.execute(statements.exists, key).fetchone():
-                raise FailedPrecondition(
-                    f"lease token no longer holds the lease of {table.name} {params.key!r}"
-                )
+        deleted = connection.execute(statements.ack, ack_row(params)).rowcount
+        key = encode_key(table, params.key)
+        if (
+            deleted == 0
+            and params.lease_token is not None
+            and connection.execute(statements.exists, key).fetchone()
+        ):
+            raise FailedPrecondition(
+                f"lease token no longer holds the lease of {table.name} {params.key!r}"
+            )
     if deleted == 0 and not params.ignore_not_found:
         raise NotFound(f"queue {table.name} has no message with key {params.key!r}")
+
+
+def flush(
+    connection: sqlite3.Connection, pending: Sequence[SendParams | AckParams], deliver: str
+) -> None:
+    """Apply buffered sends and acks: one ``executemany`` per run of the same operation.
+
+    The fast path runs inside a savepoint; when any row misses (a taken key, a lost lease, a
+    missing message) the run is undone and replayed row by row, which raises the precise
+    error, or lets ``ignore_not_found`` acks pass.
+    """
+    for _, group in groupby(pending, key=lambda p: (type(p), p.queue.name)):
+        items = list(group)
+        sending = isinstance(items[0], SendParams)
+        statements = queue_statements(items[0].queue, deliver)
+        sql = statements.send if sending else statements.ack
+        rows = [send_row(i) if sending else ack_row(i) for i in items]  # type: ignore[arg-type]
+        with map_errors():
+            connection.execute("SAVEPOINT txqueue_many")
+            if connection.executemany(sql, rows).rowcount == len(rows):
+                connection.execute("RELEASE txqueue_many")
+                continue
+            connection.execute("ROLLBACK TO txqueue_many")
+            connection.execute("RELEASE txqueue_many")
+        for item in items:
+            if isinstance(item, SendParams):
+                send(connection, item, deliver)
+            else:
+                ack(connection, item, deliver)
 
 
 def write(connection: sqlite3.Connection, params: WriteParams) -> None:

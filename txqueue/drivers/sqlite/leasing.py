@@ -12,7 +12,11 @@ import sqlite3
 from typing import Any
 
 from txqueue.core.durations import from_micros
-from txqueue.core.leases import TOKEN_EXPIRATION_DIGITS, token_expiration_micros
+from txqueue.core.leases import (
+    TOKEN_EXPIRATION_DIGITS,
+    token_expiration_micros,
+    token_locator,
+)
 from txqueue.core.schema import Table
 from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams
 from txqueue.drivers.sqlite.engine import map_errors, messages_from_rows, now_micros
@@ -57,15 +61,22 @@ def renew(connection: sqlite3.Connection, params: RenewParams, deliver: str) -> 
         try:
             for token in params.tokens:
                 carried = token_expiration_micros(token)
+                rowid = None if carried is None else token_locator(token)
                 if carried is None or carried <= now:
                     continue  # unparseable or expired: no row
-                new_token = f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}"
+                if rowid is None:
+                    renewals.append(LeaseRenewal(token, None, None))  # not a SQLite lease
+                    continue
+                new_token = (
+                    f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}.{rowid:x}"
+                )
                 row = connection.execute(
                     statements.renew,
                     {
                         "new_token": new_token,
                         "expiration": expiration,
                         "old_token": token,
+                        "rowid": rowid,
                         "now": now,
                     },
                 ).fetchone()
@@ -90,9 +101,18 @@ def release(connection: sqlite3.Connection, params: ReleaseParams, deliver: str)
         connection.execute("BEGIN IMMEDIATE")
         try:
             for token in params.tokens:
+                rowid = token_locator(token)
+                if rowid is None:
+                    continue
                 released += connection.execute(
                     statements.release,
-                    {"ready_at": ready_at, "token": token, "now": now, "error": params.error},
+                    {
+                        "ready_at": ready_at,
+                        "token": token,
+                        "now": now,
+                        "error": params.error,
+                        "rowid": rowid,
+                    },
                 ).rowcount
             connection.execute("COMMIT")
         except BaseException:

@@ -80,8 +80,6 @@ def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[
         ready = f"coalesce(_txq_ready_at, {quote(deliver_time)})"
         statements += [
             f"CREATE INDEX {quote('_txq_ready_' + table.name)} ON {quote(table.name)} ({ready})",
-            f"CREATE INDEX {quote('_txq_token_' + table.name)} ON {quote(table.name)} "
-            "(_txq_lease_token) WHERE _txq_lease_token IS NOT NULL",
         ]
     if parent is not None:
         child_key = ", ".join(quote(k) for k in table.primary_key[: len(parent.primary_key)])
@@ -111,7 +109,6 @@ class QueueStatements:
     release: str
     send: str
     ack: str
-    ack_with_token: str
     exists: str
     counts: str
     dead_letter: str
@@ -132,7 +129,8 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         # :expiration and :now are µs; the token carries the expiration (core.leases).
         receive=(
             f"UPDATE {name} SET"
-            " _txq_lease_token = printf('%014x', :expiration) || lower(hex(randomblob(8))),"
+            " _txq_lease_token = printf('%014x', :expiration) || lower(hex(randomblob(8)))"
+            " || printf('.%x', rowid),"
             " _txq_lease_expiration = :expiration,"
             f" _txq_ready_at = :expiration + {backoff},"
             " _txq_delivery_count = _txq_delivery_count + 1"
@@ -148,7 +146,8 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f" _txq_ready_at = :expiration"
             f" + (min(1 << min(_txq_delivery_count - 1, {MAX_BACKOFF_EXPONENT}),"
             f" {MAX_BACKOFF_SECONDS}) * 1000000)"
-            " WHERE _txq_lease_token = :old_token AND _txq_lease_expiration > :now"
+            " WHERE rowid = :rowid AND _txq_lease_token = :old_token"
+            " AND _txq_lease_expiration > :now"
             " RETURNING _txq_lease_expiration"
         ),
         release=(
@@ -158,17 +157,18 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " _txq_first_failure = CASE WHEN :error IS NULL THEN _txq_first_failure"
             " ELSE coalesce(_txq_first_failure, :now) END,"
             " _txq_last_failure = CASE WHEN :error IS NULL THEN _txq_last_failure ELSE :now END"
-            " WHERE _txq_lease_token = :token AND _txq_lease_expiration > :now"
+            " WHERE rowid = :rowid AND _txq_lease_token = :token"
+            " AND _txq_lease_expiration > :now"
         ),
         send=(
             f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
             f" VALUES ({', '.join('?' * (len(keys) + 1))}, coalesce(?, {NOW_MICROS}))"
             " ON CONFLICT DO NOTHING"
         ),
-        ack=f"DELETE FROM {name} WHERE {key_match}",
-        ack_with_token=(
-            f"DELETE FROM {name} WHERE {key_match}"
-            " AND _txq_lease_token = ? AND _txq_lease_expiration > ?"
+        # Without a token (NULL) the key alone decides; with one, only its live lease may ack.
+        ack=(
+            f"DELETE FROM {name} WHERE {key_match} AND (? IS NULL"
+            " OR _txq_lease_token = ? AND _txq_lease_expiration > ?)"
         ),
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
         dead_letter=(

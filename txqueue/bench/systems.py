@@ -1,0 +1,233 @@
+"""The systems a benchmark compares: txqueue's public API, and raw SQL on the same engine.
+
+The raw baselines do the least a correct queue must: one INSERT per send; a receive that
+leases with ``UPDATE … RETURNING`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL); an ack that
+DELETEs. They keep no lease tokens, no redelivery backoff, no wake-ups: they bound what any
+queue on that engine can reach.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import txqueue
+
+QUEUE = "BenchQ"
+DDL = "CREATE QUEUE BenchQ (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
+
+
+class System:
+    """One system under test; ``drain_loop`` runs inside a worker process."""
+
+    name = "?"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def setup(self) -> None: ...
+    def send(self, payloads: list[bytes], batch: int) -> None: ...
+    def pending(self) -> int: ...
+
+    def drain_loop(
+        self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TxqueueSystem(System):
+    """txqueue through its public API: batch() sends, receive() + token-fenced acks."""
+
+    name = "txqueue"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.db = txqueue.connect(url, dialect="googlesql")
+
+    def setup(self) -> None:
+        if QUEUE.lower() not in {t.name.lower() for t in self.db.queues()}:
+            self.db.update_ddl([DDL])
+        self.db.run_in_transaction(lambda t: t.delete(QUEUE, None))
+
+    def send(self, payloads: list[bytes], batch: int) -> None:
+        for start in range(0, len(payloads), batch):
+            with self.db.batch() as b:
+                for payload in payloads[start : start + batch]:
+                    b.send(QUEUE, (uuid.uuid4().hex,), payload)
+
+    def pending(self) -> int:
+        info = self.db.queue_info(QUEUE)
+        return info.ready + info.leased + info.scheduled
+
+    def drain_loop(
+        self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
+    ) -> None:
+        while not stop():
+            held: list[txqueue.Message] = []
+            stream = self.db.receive(
+                QUEUE, max_duration=timedelta(milliseconds=500), max_batch_size=batch
+            )
+            for message in stream:
+                on_message(message.payload)
+                held.append(message)
+                if message.last_in_batch:
+                    self._ack(held)
+                    held = []
+                if stop():
+                    break
+            if held:
+                self._ack(held)
+
+    def _ack(self, messages: list[txqueue.Message]) -> None:
+        def work(transaction: txqueue.Transaction) -> None:
+            for message in messages:
+                transaction.ack(QUEUE, message.key, lease_token=message.lease_token)
+
+        self.db.run_in_transaction(work)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class RawSqliteSystem(System):
+    """Raw sqlite3 in WAL mode at the URL's synchronous setting."""
+
+    name = "raw-sqlite"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        from txqueue.core.url import parse_url
+
+        parsed = parse_url(url)
+        self.path = parsed.target + ".raw"
+        self.synchronous = parsed.options.get("synchronous", "FULL")
+        self.connection = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={self.synchronous}")
+        return connection
+
+    def setup(self) -> None:
+        self.connection.execute(
+            "CREATE TABLE IF NOT EXISTS rawq (id INTEGER PRIMARY KEY, payload BLOB NOT NULL,"
+            " ready_at REAL NOT NULL DEFAULT 0)"
+        )
+        self.connection.execute("CREATE INDEX IF NOT EXISTS rawq_ready ON rawq (ready_at)")
+        self.connection.execute("DELETE FROM rawq")
+
+    def send(self, payloads: list[bytes], batch: int) -> None:
+        for start in range(0, len(payloads), batch):
+            chunk = [(p,) for p in payloads[start : start + batch]]
+            self.connection.execute("BEGIN IMMEDIATE")
+            self.connection.executemany("INSERT INTO rawq (payload) VALUES (?)", chunk)
+            self.connection.execute("COMMIT")
+
+    def pending(self) -> int:
+        return int(self.connection.execute("SELECT count(*) FROM rawq").fetchone()[0])
+
+    def drain_loop(
+        self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
+    ) -> None:
+        connection = self.connection
+        while not stop():
+            now = time.time()
+            connection.execute("BEGIN IMMEDIATE")
+            rows = connection.execute(
+                "UPDATE rawq SET ready_at = ? WHERE id IN (SELECT id FROM rawq WHERE"
+                " ready_at <= ? ORDER BY ready_at LIMIT ?) RETURNING id, payload",
+                (now + 10, now, batch),
+            ).fetchall()
+            connection.execute("COMMIT")
+            if not rows:
+                time.sleep(0.002)
+                continue
+            for _, payload in rows:
+                on_message(payload)
+            connection.execute("BEGIN IMMEDIATE")
+            connection.executemany("DELETE FROM rawq WHERE id = ?", [(r[0],) for r in rows])
+            connection.execute("COMMIT")
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class RawPostgresSystem(System):
+    """Raw psycopg: autocommit statements, SKIP LOCKED leasing, ``DELETE … = ANY`` acks."""
+
+    name = "raw-postgres"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        import psycopg
+
+        from txqueue.core.url import parse_url
+
+        self.connection: Any = psycopg.connect(parse_url(url).target, autocommit=True)
+
+    def setup(self) -> None:
+        self.connection.execute(
+            "CREATE TABLE IF NOT EXISTS rawq (id bigserial PRIMARY KEY, payload bytea NOT NULL,"
+            " ready_at timestamptz NOT NULL DEFAULT now())"
+        )
+        self.connection.execute("CREATE INDEX IF NOT EXISTS rawq_ready ON rawq (ready_at)")
+        self.connection.execute("TRUNCATE rawq")
+
+    def send(self, payloads: list[bytes], batch: int) -> None:
+        if batch == 1:
+            for payload in payloads:
+                self.connection.execute(
+                    "INSERT INTO rawq (payload) VALUES (%s)", (payload,), prepare=True
+                )
+            return
+        for start in range(0, len(payloads), batch):
+            with self.connection.transaction(), self.connection.cursor() as cursor:
+                rows = [(p,) for p in payloads[start : start + batch]]
+                cursor.executemany("INSERT INTO rawq (payload) VALUES (%s)", rows)
+
+    def pending(self) -> int:
+        return int(self.connection.execute("SELECT count(*) FROM rawq").fetchone()[0])
+
+    def drain_loop(
+        self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
+    ) -> None:
+        while not stop():
+            rows = self.connection.execute(
+                "UPDATE rawq SET ready_at = now() + interval '10 s' WHERE id IN (SELECT id FROM"
+                " rawq WHERE ready_at <= now() ORDER BY ready_at LIMIT %s FOR UPDATE SKIP LOCKED)"
+                " RETURNING id, payload",
+                (batch,),
+                prepare=True,
+            ).fetchall()
+            if not rows:
+                time.sleep(0.002)
+                continue
+            for _, payload in rows:
+                on_message(payload)
+            ids = [r[0] for r in rows]
+            self.connection.execute("DELETE FROM rawq WHERE id = ANY(%s)", (ids,), prepare=True)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def make_system(kind: str, url: str) -> System:
+    """A system by name: ``txqueue`` or ``raw`` (the raw baseline of the URL's engine)."""
+    if kind == "txqueue":
+        return TxqueueSystem(url)
+    if url.startswith("sqlite"):
+        return RawSqliteSystem(url)
+    return RawPostgresSystem(url)
+
+
+def remove_sqlite_files(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)

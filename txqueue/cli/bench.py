@@ -1,0 +1,108 @@
+"""``txqueue bench``: txqueue and the raw-SQL baseline of the same engine, side by side."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from txqueue.bench import workloads
+from txqueue.cli.common import database_option
+
+
+@click.command()
+@database_option
+@click.option("--workload", type=click.Choice(["send", "drain", "latency", "all"]), default="all")
+@click.option("--messages", default=5000, show_default=True, help="Messages per measurement.")
+@click.option("--workers", default=4, show_default=True, help="Drain worker processes.")
+@click.option("--batch", default=100, show_default=True, help="Send/receive/ack batch size.")
+@click.option(
+    "--repeats", default=3, show_default=True, help="Runs per figure; the median is shown."
+)
+@click.option("--rate", default=200.0, show_default=True, help="Send rate of the latency workload.")
+@click.option("--output", type=click.Path(path_type=Path), default=None, help="Write JSON here.")
+def bench(
+    database: str,
+    workload: str,
+    messages: int,
+    workers: int,
+    batch: int,
+    repeats: int,
+    rate: float,
+    output: Path | None,
+) -> None:
+    """Measure send, drain and latency for txqueue and the raw baseline, and print ratios."""
+    plan: list[tuple[str, dict[str, Any]]] = []
+    if workload in ("send", "all"):
+        plan += [
+            ("send 1/txn", {"kind": "send", "batch": 1}),
+            (f"send ×{batch}", {"kind": "send", "batch": batch}),
+        ]
+    if workload in ("drain", "all"):
+        plan += [
+            (f"drain 1 worker ×{batch}", {"kind": "drain", "workers": 1, "batch": batch}),
+            (
+                f"drain {workers} workers ×{batch}",
+                {"kind": "drain", "workers": workers, "batch": batch},
+            ),
+            ("drain 1 worker ×1", {"kind": "drain", "workers": 1, "batch": 1}),
+        ]
+    if workload in ("latency", "all"):
+        plan += [(f"latency @{rate:g}/s", {"kind": "latency", "batch": 1})]
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    console = Console()
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("benchmarking", total=len(plan) * 2 * repeats)
+        for label, spec in plan:
+            for system in ("raw", "txqueue"):
+                for _ in range(repeats):
+                    progress.update(task, description=f"{label}: {system}")
+                    results.setdefault(label, {}).setdefault(system, []).append(
+                        _run(system, database, messages, rate, workers, spec)
+                    )
+                    progress.advance(task)
+    console.print(_table(results, database))
+    if output:
+        output.write_text(json.dumps({"database": database, "results": results}, indent=1))
+        console.print(f"wrote {output}")
+
+
+def _run(
+    system: str, url: str, messages: int, rate: float, workers: int, spec: dict[str, Any]
+) -> dict[str, Any]:
+    if spec["kind"] == "send":
+        count = messages if spec["batch"] > 1 else min(messages, 2000)
+        return workloads.send(system, url, count, spec["batch"])
+    if spec["kind"] == "drain":
+        count = messages if spec["batch"] > 1 else min(messages, 2000)
+        return workloads.drain(system, url, count, spec["workers"], spec["batch"])
+    return workloads.latency(system, url, min(messages, 1000), rate, spec["batch"])
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Table:
+    table = Table(title=f"txqueue bench on {url.split('?')[0]} (medians)")
+    for column in ("workload", "raw", "txqueue", "txqueue / raw"):
+        table.add_column(column, justify="right" if column != "workload" else "left")
+    for label, systems in results.items():
+        key = "p50_ms" if label.startswith("latency") else "rate"
+        raw, ours = _median(systems["raw"], key), _median(systems["txqueue"], key)
+        if key == "p50_ms":
+            raw99, ours99 = _median(systems["raw"], "p99_ms"), _median(systems["txqueue"], "p99_ms")
+            table.add_row(label + " p50/p99 ms", f"{raw} / {raw99}", f"{ours} / {ours99}", "")
+            continue
+        ratio = f"{ours / raw:.0%}" if raw and ours else "-"
+        table.add_row(
+            label + " msg/s", f"{raw:,.0f}" if raw else "-", f"{ours:,.0f}" if ours else "-", ratio
+        )
+    return table
