@@ -88,6 +88,8 @@ def check_key(table: Table, key: object, field: str = "key") -> tuple[Any, ...]:
     if not isinstance(key, (tuple, list)):
         key = (key,)
     columns = table.key_columns
+    if len(key) == len(columns) and all(map(_plainly_valid, columns, key)):
+        return tuple(key)  # the common case: exact Python types, nothing to normalise
     if len(key) != len(columns):
         names = ", ".join(c.name for c in columns)
         raise InvalidArgument(
@@ -121,3 +123,16 @@ def check_row(
         check_value(table.column(name), value, f"{field}[{i}]")
         for i, (name, value) in enumerate(zip(columns, values))
     )
+
+
+_PLAIN = {ColumnType.INT64: int, ColumnType.STRING: str, ColumnType.BYTES: bytes}
+
+
+def _plainly_valid(column: Column, value: Any) -> bool:
+    """True when ``value`` needs no checking beyond its exact type (fast path for keys)."""
+    expected = _PLAIN.get(column.type)
+    if expected is None or type(value) is not expected or column.array:
+        return False
+    if expected is int:
+        return bool(_INT64_MIN <= value <= _INT64_MAX)
+    return column.length is None or len(value) <= column.length

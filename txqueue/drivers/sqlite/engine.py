@@ -149,24 +149,34 @@ def decode(column: Column, value: Any) -> Any:
     return value
 
 
+_PASS_THROUGH = (ColumnType.INT64, ColumnType.STRING, ColumnType.FLOAT64, ColumnType.FLOAT32)
+
+
 def messages_from_rows(table: Table, rows: Sequence[Sequence[Any]]) -> list[Message]:
-    """Messages from receive's RETURNING rows, oldest deliver time first."""
+    """Messages from receive's RETURNING rows, oldest deliver time first.
+
+    Rows are ordered by their stored deliver time (integers) before any conversion, and
+    columns that SQLite already returns as the right Python type are not converted at all.
+    """
     keys = table.key_columns
     payload = table.payload_column
     width = len(keys)
-    messages = [
-        Message(
-            queue=table.name,
-            key=tuple(decode(c, v) for c, v in zip(keys, row[:width])),
-            payload=decode(payload, row[width]),
-            deliver_time=from_micros(row[width + 1]),
-            lease_expiration=from_micros(row[width + 2]),
-            lease_token=row[width + 3],
-            delivery_count=row[width + 4],
+    plain_keys = all(c.type in _PASS_THROUGH and not c.array for c in keys)
+    plain_payload = payload.type in (ColumnType.STRING, ColumnType.BYTES)
+    name = table.name
+    messages = []
+    for row in sorted(rows, key=lambda r: r[width + 1]):
+        messages.append(
+            Message(
+                name,
+                tuple(row[:width]) if plain_keys else tuple(map(decode, keys, row[:width])),
+                row[width] if plain_payload else decode(payload, row[width]),
+                from_micros(row[width + 1]),
+                from_micros(row[width + 2]),
+                row[width + 3],
+                row[width + 4],
+            )
         )
-        for row in rows
-    ]
-    messages.sort(key=lambda m: m.deliver_time)
     return messages
 
 
@@ -180,9 +190,11 @@ def send_row(params: SendParams) -> list[Any]:
     return [*encode_key(table, params.key), encode(table.payload_column, params.payload), deliver]
 
 
-def ack_row(params: AckParams) -> list[Any]:
+def ack_row(params: AckParams, now: int | None = None) -> list[Any]:
     token = params.lease_token
-    return [*encode_key(params.queue, params.key), token, token, now_micros(params.now)]
+    if params.now is not None or now is None:
+        now = now_micros(params.now)
+    return [*encode_key(params.queue, params.key), token, token, now]
 
 
 def send(connection: sqlite3.Connection, params: SendParams, deliver_column: str) -> None:
@@ -229,7 +241,8 @@ def flush(
         sending = isinstance(items[0], SendParams)
         statements = queue_statements(items[0].queue, deliver)
         sql = statements.send if sending else statements.ack
-        rows = [send_row(i) if sending else ack_row(i) for i in items]  # type: ignore[arg-type]
+        now = now_micros(None)  # one clock reading for the run (pinned times still win)
+        rows = [send_row(i) if sending else ack_row(i, now) for i in items]  # type: ignore[arg-type]
         with map_errors():
             connection.execute("SAVEPOINT txqueue_many")
             if connection.executemany(sql, rows).rowcount == len(rows):
