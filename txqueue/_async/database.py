@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import suppress
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -451,6 +452,8 @@ class AsyncTransaction:
     ) -> None:
         """Send a message, atomically with the rest of the transaction."""
         schema = await self._database.queue(queue)
+        if deliver_time is None:
+            deliver_time = self._database.now()  # a pinned clock decides "now" here too
         await self._transaction.send(prepare_send(schema, key, payload, deliver_time))
 
     async def ack(
@@ -464,6 +467,15 @@ class AsyncTransaction:
         schema = await self._database.queue(queue)
         params = prepare_ack(schema, key, ignore_not_found, lease_token, self._database.now())
         await self._transaction.ack(params)
+
+    async def flush(self) -> None:
+        """Apply buffered sends and acks now, raising their errors here instead of at commit.
+
+        Sends and acks are buffered like Spanner mutations and applied in batches with the
+        next statement or at commit; call this to learn, say, that an ack was refused
+        before doing the work that depends on it.
+        """
+        await self._transaction.flush()
 
     async def once(self, key: str) -> bool:
         """Record ``key`` as processed in this transaction; False when it already was.
@@ -511,7 +523,9 @@ class AsyncTransaction:
             if isinstance(statement, str):
                 statement = (statement,)
             if not isinstance(statement, (tuple, list)) or not 1 <= len(statement) <= 3:
-                raise InvalidArgument("each statement is sql, (sql, params) or (sql, params, types)")
+                raise InvalidArgument(
+                    "each statement is sql, (sql, params) or (sql, params, types)"
+                )
             sql, params, types = (*statement, None, None)[:3]
             counts.append(await self.execute_update(sql, params, types))
         return counts
@@ -520,7 +534,10 @@ class AsyncTransaction:
 async def _plan(database: AsyncDatabase, sql: str, params: Any, param_types: Any) -> Plan:
     """Translate ``sql`` (the database's dialect) for the database's engine."""
     statement = parse_sql(sql, database.dialect)
-    tables = {name.lower(): await database.table(name) for name in statement.tables}
+    tables = {}
+    for name in statement.tables:
+        with suppress(NotFound):  # an unknown name: the plan reports it, with its position
+            tables[name.lower()] = await database.table(name)
     return statement.plan(tables, database.engine, params, param_types, database.now())
 
 

@@ -54,6 +54,9 @@ class AsyncDriverTransaction(Protocol):
         alone and raises OutOfRange; the transaction stays open with its earlier writes.
         """
 
+    async def flush(self) -> None:
+        """Apply buffered sends and acks now."""
+
     async def record_once(self, key: str) -> bool:
         """Record ``key`` in the idempotency ledger; False when it is there already."""
 

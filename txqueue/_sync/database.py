@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -446,6 +447,8 @@ class Transaction:
     ) -> None:
         """Send a message, atomically with the rest of the transaction."""
         schema = self._database.queue(queue)
+        if deliver_time is None:
+            deliver_time = self._database.now()  # a pinned clock decides "now" here too
         self._transaction.send(prepare_send(schema, key, payload, deliver_time))
 
     def ack(
@@ -459,6 +462,15 @@ class Transaction:
         schema = self._database.queue(queue)
         params = prepare_ack(schema, key, ignore_not_found, lease_token, self._database.now())
         self._transaction.ack(params)
+
+    def flush(self) -> None:
+        """Apply buffered sends and acks now, raising their errors here instead of at commit.
+
+        Sends and acks are buffered like Spanner mutations and applied in batches with the
+        next statement or at commit; call this to learn, say, that an ack was refused
+        before doing the work that depends on it.
+        """
+        self._transaction.flush()
 
     def once(self, key: str) -> bool:
         """Record ``key`` as processed in this transaction; False when it already was.
@@ -517,7 +529,10 @@ class Transaction:
 def _plan(database: Database, sql: str, params: Any, param_types: Any) -> Plan:
     """Translate ``sql`` (the database's dialect) for the database's engine."""
     statement = parse_sql(sql, database.dialect)
-    tables = {name.lower(): database.table(name) for name in statement.tables}
+    tables = {}
+    for name in statement.tables:
+        with suppress(NotFound):  # an unknown name: the plan reports it, with its position
+            tables[name.lower()] = database.table(name)
     return statement.plan(tables, database.engine, params, param_types, database.now())
 
 

@@ -53,6 +53,9 @@ class DriverTransaction(Protocol):
         alone and raises OutOfRange; the transaction stays open with its earlier writes.
         """
 
+    def flush(self) -> None:
+        """Apply buffered sends and acks now."""
+
     def record_once(self, key: str) -> bool:
         """Record ``key`` in the idempotency ledger; False when it is there already."""
 

@@ -135,6 +135,9 @@ class AsyncPostgresTransaction:
                 cursor.nextset()
         return total
 
+    async def flush(self) -> None:
+        await self._flush()
+
     async def record_once(self, key: str) -> bool:
         cursor = await self._execute(
             "INSERT INTO txqueue_ledger (key) VALUES (%s) ON CONFLICT DO NOTHING", [key]

@@ -136,6 +136,9 @@ class PostgresTransaction:
                 cursor.nextset()
         return total
 
+    def flush(self) -> None:
+        self._flush()
+
     def record_once(self, key: str) -> bool:
         cursor = self._execute(
             "INSERT INTO txqueue_ledger (key) VALUES (%s) ON CONFLICT DO NOTHING", [key]

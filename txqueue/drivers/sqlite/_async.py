@@ -91,6 +91,9 @@ class AsyncSqliteTransaction:
     ) -> int:
         return await self._call(engine.execute_update, sql, params, expected_rows)
 
+    async def flush(self) -> None:
+        await self._call(_nothing)
+
     async def record_once(self, key: str) -> bool:
         return await self._call(engine.record_once, key)
 

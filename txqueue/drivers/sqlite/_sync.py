@@ -90,6 +90,9 @@ class SqliteTransaction:
     def execute_update(self, sql: str, params: Any = None, expected_rows: int | None = None) -> int:
         return self._call(engine.execute_update, sql, params, expected_rows)
 
+    def flush(self) -> None:
+        self._call(_nothing)
+
     def record_once(self, key: str) -> bool:
         return self._call(engine.record_once, key)
 

@@ -1,0 +1,143 @@
+"""``txqueue dead-letters list|show|replay|purge QUEUE``: inspect and act on dead letters.
+
+Keys are written as JSON lists in primary-key order, e.g. ``'[124, "welcome-email"]'``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.models import DeadLetter
+
+__all__ = ["dead_letters"]
+
+
+def _key(text: str) -> tuple[Any, ...]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise click.BadParameter(f"{text!r} is not JSON: {error}", param_hint="KEY") from None
+    if not isinstance(value, list):
+        raise click.BadParameter(
+            f"a key is a JSON list, e.g. '[124, \"x\"]', got {text!r}", param_hint="KEY"
+        )
+    return tuple(value)
+
+
+def _payload(payload: Any) -> str:
+    if isinstance(payload, bytes):
+        try:
+            return payload.decode()
+        except UnicodeDecodeError:
+            return repr(payload)
+    return payload if isinstance(payload, str) else json.dumps(payload)
+
+
+@click.group("dead-letters")
+def dead_letters() -> None:
+    """Dead letters: messages that failed for good (list, show, replay, purge)."""
+
+
+@dead_letters.command("list")
+@click.argument("queue")
+@database_option
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per dead letter.")
+def list_command(queue: str, database: str, limit: int, as_json: bool) -> None:
+    """List the dead letters of QUEUE, oldest failure first."""
+    with open_database(database) as db:
+        letters: list[DeadLetter] = run_command(lambda: db.dead_letters(queue, limit=limit))
+    if as_json:
+        for letter in letters:
+            click.echo(json.dumps(_record(letter)))
+        return
+    table = Table(title=f"dead letters of {queue}")
+    for heading in ("key", "attempts", "last error", "first failure", "last failure"):
+        table.add_column(heading)
+    for letter in letters:
+        error = letter.last_error if len(letter.last_error) <= 60 else letter.last_error[:59] + "…"
+        table.add_row(
+            json.dumps(list(letter.key), default=str),
+            str(letter.attempts),
+            error,
+            letter.first_failure.isoformat(timespec="seconds"),
+            letter.last_failure.isoformat(timespec="seconds"),
+        )
+    Console().print(table if letters else f"no dead letters in {queue}")
+
+
+@dead_letters.command("show")
+@click.argument("queue")
+@click.argument("key")
+@database_option
+def show_command(queue: str, key: str, database: str) -> None:
+    """Show one dead letter of QUEUE in full; KEY is a JSON list."""
+    wanted = _key(key)
+    with open_database(database) as db:
+        letters: list[DeadLetter] = run_command(lambda: db.dead_letters(queue, limit=1_000_000))
+    found = [letter for letter in letters if _same(letter.key, wanted)]
+    if not found:
+        raise click.ClickException(f"no dead letter with key {key} in {queue}")
+    letter = found[0]
+    table = Table(show_header=False, title=f"dead letter {key} of {letter.queue}")
+    table.add_column(style="bold")
+    table.add_column()
+    for name, value in _record(letter).items():
+        table.add_row(name, value if isinstance(value, str) else json.dumps(value, default=str))
+    Console().print(table)
+
+
+@dead_letters.command("replay")
+@click.argument("queue")
+@click.argument("keys", nargs=-1)
+@database_option
+@click.option("--all", "everything", is_flag=True, help="Replay every dead letter of QUEUE.")
+def replay_command(queue: str, keys: tuple[str, ...], database: str, everything: bool) -> None:
+    """Send dead letters (KEYS as JSON lists, or --all) back to QUEUE as new messages."""
+    selected = _selection(keys, everything)
+    with open_database(database) as db:
+        count = run_command(lambda: db.replay_dead_letters(queue, selected))
+    click.echo(f"replayed {count} dead letter(s) to {queue}")
+
+
+@dead_letters.command("purge")
+@click.argument("queue")
+@click.argument("keys", nargs=-1)
+@database_option
+@click.option("--all", "everything", is_flag=True, help="Delete every dead letter of QUEUE.")
+def purge_command(queue: str, keys: tuple[str, ...], database: str, everything: bool) -> None:
+    """Delete dead letters (KEYS as JSON lists, or --all) of QUEUE for good."""
+    selected = _selection(keys, everything)
+    with open_database(database) as db:
+        count = run_command(lambda: db.purge_dead_letters(queue, selected))
+    click.echo(f"purged {count} dead letter(s) of {queue}")
+
+
+def _selection(keys: tuple[str, ...], everything: bool) -> list[tuple[Any, ...]] | None:
+    if everything and keys:
+        raise click.UsageError("give KEYS or --all, not both")
+    if not everything and not keys:
+        raise click.UsageError("give the KEYS to act on (JSON lists), or --all")
+    return None if everything else [_key(text) for text in keys]
+
+
+def _same(key: tuple[Any, ...], wanted: tuple[Any, ...]) -> bool:
+    return json.dumps(list(key), default=str) == json.dumps(list(wanted), default=str)
+
+
+def _record(letter: DeadLetter) -> dict[str, Any]:
+    return {
+        "queue": letter.queue,
+        "key": list(letter.key),
+        "attempts": letter.attempts,
+        "last_error": letter.last_error,
+        "first_failure": letter.first_failure.isoformat(),
+        "last_failure": letter.last_failure.isoformat(),
+        "payload": _payload(letter.payload),
+    }

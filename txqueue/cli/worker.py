@@ -1,0 +1,140 @@
+"""``txqueue worker module:app``: run an App's handlers until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import sys
+from datetime import timedelta
+
+import click
+
+from txqueue.cli.common import database_option
+from txqueue.core.durations import parse_duration
+from txqueue.errors import TxqueueError
+from txqueue.worker import App, Metrics, Stats, Worker, configure_logging
+from txqueue.worker.observe import StatusLine
+
+__all__ = ["load_app", "worker"]
+
+
+def load_app(reference: str) -> App:
+    """Import ``module:attribute`` (the current directory is importable) and check it is an App."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(
+            "write the app as module:attribute, e.g. myapp:app", param_hint="APP"
+        )
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found: object = importlib.import_module(module_name)
+    except ImportError as error:
+        raise click.BadParameter(
+            f"cannot import {module_name!r}: {error}", param_hint="APP"
+        ) from error
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise click.BadParameter(
+                f"{module_name!r} has no attribute {attribute!r}", param_hint="APP"
+            ) from None
+    if not isinstance(found, App):
+        raise click.BadParameter(
+            f"{reference} is a {type(found).__name__}, not a txqueue.App", param_hint="APP"
+        )
+    return found
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text, "grace")
+    except TxqueueError as error:
+        raise click.BadParameter(str(error), param_hint="--grace") from error
+
+
+@click.command()
+@click.argument("app_reference", metavar="APP")
+@database_option
+@click.option(
+    "--concurrency",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Handlers running at once, over all queues.",
+)
+@click.option(
+    "--grace",
+    default="30s",
+    show_default=True,
+    help="On SIGINT/SIGTERM, how long running handlers may finish before their leases are released.",
+)
+@click.option("--queue", "queues", multiple=True, help="Serve only this queue (repeatable).")
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (needs prometheus-client).",
+)
+@click.option(
+    "--status/--no-status",
+    default=None,
+    help="Live status line (default: on when stdout is a terminal).",
+)
+@click.pass_context
+def worker(
+    context: click.Context,
+    app_reference: str,
+    database: str,
+    concurrency: int,
+    grace: str,
+    queues: tuple[str, ...],
+    log_format: str,
+    log_level: str,
+    metrics_port: int | None,
+    status: bool | None,
+) -> None:
+    """Run the handlers of APP (module:attribute, a txqueue.App) until SIGINT/SIGTERM.
+
+    The database is --database when given, else the App's URL, else $TXQUEUE_DATABASE_URL.
+    Exits 0 after a graceful shutdown.
+    """
+    wait = _duration(grace)
+    app = load_app(app_reference)
+    source = context.get_parameter_source("database")
+    url = (
+        app.database if source is click.core.ParameterSource.DEFAULT and app.database else database
+    )
+    stats = Stats(Metrics() if metrics_port is not None else None)
+    if metrics_port is not None and stats.metrics is not None:
+        stats.metrics.serve(metrics_port)
+    line = StatusLine(stats) if (sys.stdout.isatty() if status is None else status) else None
+    if line is not None:
+        line.start()
+    configure_logging(log_format, log_level)
+    try:
+        runner = Worker(
+            app,
+            database=url,
+            concurrency=concurrency,
+            grace=wait,
+            queues=list(queues) or None,
+            stats=stats,
+        )
+        asyncio.run(runner.run())
+    except TxqueueError as error:
+        raise click.ClickException(f"{type(error).__name__}: {error}") from error
+    finally:
+        if line is not None:
+            line.stop()

@@ -1,0 +1,257 @@
+"""``App``: the registry of handlers a worker serves, one handler per queue.
+
+Nothing is registered at import time of txqueue and there is no global app: an application
+creates its own ``App`` and decorates its functions; ``txqueue worker module:app`` runs it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from txqueue.core.durations import to_duration
+from txqueue.core.leases import DEFAULT_LEASE
+from txqueue.core.retry import RetryPolicy
+from txqueue.errors import InvalidArgument
+
+__all__ = ["App", "HandlerSpec", "Schedule"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A periodic run named ``name`` every ``every``, aligned to multiples of it since 1970."""
+
+    name: str
+    every: timedelta
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    """How one queue is handled: the function and the options it was registered with."""
+
+    queue: str
+    function: Callable[..., Any]
+    retry: RetryPolicy
+    transactional: bool = False
+    concurrency: int | None = None
+    lease_duration: timedelta = DEFAULT_LEASE
+    max_batch_size: int = 10
+    resend_after: timedelta | None = None
+    schedule: Schedule | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the function is a coroutine function (run on the loop, not in a thread)."""
+        return inspect.iscoroutinefunction(self.function)
+
+    @property
+    def name(self) -> str:
+        """The function's dotted name, for logs."""
+        function = self.function
+        module = getattr(function, "__module__", None) or "?"
+        return f"{module}.{getattr(function, '__qualname__', repr(function))}"
+
+
+class App:
+    """Handlers by queue, plus the database URL and clock a worker uses by default.
+
+    ``database`` may be left out and given to the worker instead (``--database``); ``clock``
+    pins "now" for tests (see ``txqueue.testing.FakeClock``).
+    """
+
+    def __init__(
+        self,
+        database: str | None = None,
+        *,
+        clock: Callable[[], datetime | None] | None = None,
+    ) -> None:
+        if database is not None and not isinstance(database, str):
+            raise InvalidArgument("database must be a URL string")
+        self.database = database
+        self.clock = clock
+        self._handlers: dict[str, HandlerSpec] = {}
+
+    def __repr__(self) -> str:
+        return f"App(database={self.database!r}, queues={[s.queue for s in self.handlers]})"
+
+    @property
+    def handlers(self) -> list[HandlerSpec]:
+        """Every registered handler, in registration order."""
+        return list(self._handlers.values())
+
+    def handler_for(self, queue: str) -> HandlerSpec:
+        """The handler registered for ``queue`` (case-insensitive)."""
+        found = self._handlers.get(queue.lower()) if isinstance(queue, str) else None
+        if found is None:
+            raise InvalidArgument(f"no handler is registered for queue {queue!r}")
+        return found
+
+    def handler(
+        self,
+        queue: str,
+        *,
+        retry: RetryPolicy | None = None,
+        transactional: bool = False,
+        concurrency: int | None = None,
+        lease_duration: timedelta | str = DEFAULT_LEASE,
+        max_batch_size: int = 10,
+        resend_after: timedelta | str | None = None,
+    ) -> Callable[[F], F]:
+        """Register ``function(message)`` (or ``function(message, txn)``) for ``queue``.
+
+        ``transactional``: the handler runs inside ``run_in_transaction`` with the ack in the
+        same transaction, so its writes are applied exactly once. ``concurrency`` caps this
+        queue's running handlers (default: the worker's total). ``resend_after``: ack on
+        arrival and send a copy due after that long, acked when the handler succeeds
+        (at-most-once per delivery, no lease to keep; a crash or failure brings the copy back).
+        """
+
+        def register(function: F) -> F:
+            self._add(
+                HandlerSpec(
+                    queue=_queue_name(queue),
+                    function=_callable(function, 2 if transactional else 1),
+                    retry=_policy(retry),
+                    transactional=_flag(transactional, "transactional"),
+                    concurrency=_limit(concurrency),
+                    lease_duration=_lease(lease_duration),
+                    max_batch_size=_batch(max_batch_size),
+                    resend_after=_resend(resend_after, transactional),
+                )
+            )
+            return function
+
+        return register
+
+    def periodic(
+        self,
+        queue: str,
+        *,
+        every: timedelta | str,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        transactional: bool = False,
+        lease_duration: timedelta | str = DEFAULT_LEASE,
+    ) -> Callable[[F], F]:
+        """Register a function run once per period through ``queue`` (seed 003 "periodic").
+
+        Each run's message has the key ``(name, slot)``; the worker acks it and sends the next
+        slot's message in one transaction, and seeds the first one when it starts. Keys are
+        deterministic, so many workers keep exactly one chain: a duplicate send is dropped.
+        """
+        period = to_duration(every, "every")
+        if period < timedelta(seconds=1):
+            raise InvalidArgument(f"every must be at least 1 s, got {period}")
+
+        def register(function: F) -> F:
+            label = name if name is not None else getattr(function, "__name__", "periodic")
+            if not isinstance(label, str) or not label:
+                raise InvalidArgument("name must be a non-empty string")
+            schedule = Schedule(label, period)
+            self._add(
+                HandlerSpec(
+                    queue=_queue_name(queue),
+                    function=_callable(function, 2 if transactional else 1),
+                    retry=_policy(retry),
+                    transactional=_flag(transactional, "transactional"),
+                    concurrency=1,
+                    lease_duration=_lease(lease_duration),
+                    max_batch_size=1,
+                    schedule=schedule,
+                )
+            )
+            return function
+
+        return register
+
+    def _add(self, spec: HandlerSpec) -> None:
+        if spec.queue.lower() in self._handlers:
+            raise InvalidArgument(f"queue {spec.queue!r} already has a handler")
+        self._handlers[spec.queue.lower()] = spec
+
+    def run(
+        self,
+        *,
+        database: str | None = None,
+        concurrency: int = 16,
+        grace: timedelta = timedelta(seconds=30),
+        queues: Sequence[str] | None = None,
+    ) -> None:
+        """Run a worker for this app until SIGINT/SIGTERM (see ``txqueue.worker.Worker``)."""
+        import asyncio
+
+        from txqueue.worker.runtime import Worker
+
+        worker = Worker(
+            self, database=database, concurrency=concurrency, grace=grace, queues=queues
+        )
+        asyncio.run(worker.run())
+
+
+def _queue_name(queue: object) -> str:
+    if not isinstance(queue, str) or not queue:
+        raise InvalidArgument("queue must be a non-empty string")
+    return queue
+
+
+def _callable(function: Any, arguments: int) -> Callable[..., Any]:
+    if not callable(function):
+        raise InvalidArgument(f"a handler must be callable, got {type(function).__name__}")
+    try:
+        inspect.signature(function).bind(*([None] * arguments))
+    except TypeError:
+        shape = "(message, txn)" if arguments == 2 else "(message)"
+        raise InvalidArgument(
+            f"handler {getattr(function, '__qualname__', function)!r} must accept {shape}"
+        ) from None
+    except ValueError:  # no signature (some builtins): trust the caller
+        pass
+    return function  # type: ignore[no-any-return]
+
+
+def _policy(retry: object) -> RetryPolicy:
+    if retry is None:
+        return RetryPolicy()
+    if not isinstance(retry, RetryPolicy):
+        raise InvalidArgument("retry must be a txqueue.RetryPolicy")
+    return retry
+
+
+def _flag(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{field} must be a bool")
+    return value
+
+
+def _limit(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"concurrency must be a positive integer, got {value!r}")
+    return value
+
+
+def _batch(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"max_batch_size must be a positive integer, got {value!r}")
+    return value
+
+
+def _lease(value: object) -> timedelta:
+    lease = to_duration(value, "lease_duration")
+    if lease < timedelta(seconds=1):
+        raise InvalidArgument(f"lease_duration must be at least 1 s, got {lease}")
+    return lease
+
+
+def _resend(value: object, transactional: bool) -> timedelta | None:
+    if value is None:
+        return None
+    if transactional:
+        raise InvalidArgument("resend_after and transactional cannot be combined")
+    return to_duration(value, "resend_after")

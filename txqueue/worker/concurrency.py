@@ -1,0 +1,123 @@
+"""Concurrency primitives of the worker: counted slots and a pool of daemon threads.
+
+Sync handlers run on daemon threads, not asyncio's default executor: a handler still running
+when the shutdown grace period ends must not keep the process alive (its lease is released
+and the message redelivered), and the default executor joins its threads at exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["DaemonThreadPool", "Slots"]
+
+T = TypeVar("T")
+
+
+class Slots:
+    """A counter of free places (running handlers): take some, give them back, wait for one.
+
+    ``give`` is synchronous, so a place can be given back from any callback of the loop.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.used = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def free(self) -> int:
+        """Places not taken right now."""
+        return self.size - self.used
+
+    async def wait_free(self) -> None:
+        """Wait until at least one place is free (without taking it)."""
+        while self.used >= self.size:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    async def take(self, most: int = 1) -> int:
+        """Wait until a place is free, then take up to ``most`` of them; returns how many."""
+        await self.wait_free()
+        taken = min(most, self.size - self.used)
+        self.used += taken
+        return taken
+
+    def give(self, count: int = 1) -> None:
+        """Give back ``count`` places and wake whoever waits for one."""
+        if count <= 0:
+            return
+        self.used -= count
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+class DaemonThreadPool:
+    """Runs blocking functions on up to ``size`` daemon threads, started on demand.
+
+    Each call runs in a copy of the caller's context, so context variables (the current
+    delivery) are visible to the handler, like ``asyncio.to_thread``.
+    """
+
+    def __init__(self, size: int, name: str = "txqueue-handler") -> None:
+        self._size = size
+        self._name = name
+        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """Run ``function(*args)`` on a pool thread and await its result."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        context = contextvars.copy_context()
+
+        def call() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(context.run(function, *args))
+            except BaseException as error:
+                future.set_exception(error)
+
+        self._submit(call)
+        return await asyncio.wrap_future(future)
+
+    def _submit(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle == 0 and len(self._threads) < self._size:
+                thread = threading.Thread(
+                    target=self._loop, name=f"{self._name}-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        self._work.put(call)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            call = self._work.get()
+            with self._lock:
+                self._idle -= 1
+            if call is None:
+                return
+            call()
+
+    def shutdown(self) -> None:
+        """Let idle threads end; busy ones end after their call (they never block exit)."""
+        for _ in self._threads:
+            self._work.put(None)

@@ -1,0 +1,238 @@
+"""Handling one delivery: run the handler, then ack, retry or dead-letter its message.
+
+Shared by the worker runtime and ``txqueue.testing.drain``. The rules:
+
+- a message delivered more often than ``max_attempts`` is dead-lettered unrun (crashes count);
+- plain handlers run while their lease is kept alive; a lost lease is never acked;
+- transactional handlers run inside a transaction that first acks the message (fenced by the
+  lease token): from then on the row is locked by that transaction, so no one else can take
+  it however long the handler runs, and the effects commit with the ack or not at all;
+- ``resend_after`` handlers ack on arrival and send a copy due later (at-most-once);
+- when the worker abandons a delivery (shutdown), its lease is released at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from txqueue.errors import FailedPrecondition, NotFound
+from txqueue.models import Message
+from txqueue.worker import context, scenarios
+from txqueue.worker.app import HandlerSpec
+from txqueue.worker.leases import Lease
+from txqueue.worker.outcomes import (
+    ActionKind,
+    GiveUp,
+    Outcome,
+    OutcomeKind,
+    decide,
+    exceeded_error,
+)
+from txqueue.worker.store import Ack, LeaseLostError, Send, Store
+
+__all__ = ["Handling", "process"]
+
+_LOST = "lease lost while the handler ran; not acked (the message will be redelivered)"
+
+
+@dataclass
+class Handling:
+    """One delivery in progress: what the worker needs to abandon it safely."""
+
+    spec: HandlerSpec
+    message: Message
+    lease: Lease
+    settle: Callable[[], Awaitable[str | None]]
+    #: a sync transactional handler is inside its transaction (its row is locked by it)
+    in_transaction: bool = False
+    #: called once the handler has finished (before its ack): frees its place early
+    handler_done: Callable[[], None] = lambda: None
+
+
+async def process(handling: Handling, store: Store) -> Outcome:
+    """Handle one delivery to the end and say what happened to the message."""
+    spec, message = handling.spec, handling.message
+    started, at = time.monotonic(), store.now()
+
+    def outcome(
+        kind: OutcomeKind, delay: timedelta | None = None, error: str | None = None
+    ) -> Outcome:
+        duration = time.monotonic() - started
+        return Outcome(
+            message.queue, message.key, message.delivery_count, kind, at, duration, delay, error
+        )
+
+    entered = context.enter(context.Delivery(message, handling.lease, store.now))
+    try:
+        exceeded = exceeded_error(message.delivery_count, spec.retry)
+        if exceeded is not None:
+            token = await handling.settle()
+            if token is None:
+                return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
+            return await _dead_letter(spec, message, token, exceeded, store, outcome)
+        if spec.resend_after is not None:
+            return await _resend_later(handling, spec.resend_after, store, outcome)
+        if spec.transactional:
+            return await _transactional(handling, store, outcome)
+        return await _plain(handling, store, outcome)
+    finally:
+        context.leave(entered)
+
+
+Make = Callable[..., Outcome]
+
+
+async def _plain(handling: Handling, store: Store, outcome: Make) -> Outcome:
+    spec, message = handling.spec, handling.message
+    error = await _run_handler(handling, store)
+    handling.handler_done()
+    token = await handling.settle()
+    if token is None:
+        return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
+    if error is not None:
+        return await _failed(spec, message, token, error, store, outcome)
+    try:
+        if spec.schedule is not None:
+            await store.apply(
+                [Ack(message.queue, message.key, token), await _next_run(spec, message, store)]
+            )
+        else:
+            await store.ack(message.queue, message.key, token)
+    except (LeaseLostError, FailedPrecondition) as refused:
+        return outcome(OutcomeKind.LEASE_LOST, error=f"ack refused: {refused}")
+    except NotFound:
+        pass  # acked already (by the handler itself, or a commit whose outcome was unknown)
+    return outcome(OutcomeKind.ACKED)
+
+
+async def _run_handler(handling: Handling, store: Store) -> BaseException | None:
+    """Run a plain handler; its exception, CancelledError when its lease was lost, or None.
+
+    Cancellation of the caller (shutdown) releases the lease and propagates.
+    """
+    spec, message = handling.spec, handling.message
+    try:
+        if spec.is_async:
+            task = asyncio.ensure_future(spec.function(message))
+            handling.lease.on_lost(task.cancel)
+            try:
+                await asyncio.wait({task})
+            except asyncio.CancelledError:
+                task.cancel()
+                raise
+            if task.cancelled():
+                return asyncio.CancelledError()
+            failure: BaseException | None = task.exception()
+            return failure
+        await store.call(spec.function, message)
+        return None
+    except asyncio.CancelledError:
+        await _abandon(handling, store)
+        raise
+    except BaseException as error:  # a handler's SystemExit is its failure, not the worker's
+        return error
+
+
+async def _abandon(handling: Handling, store: Store) -> None:
+    """Give the message back at once (shutdown grace ran out), unless a transaction holds it."""
+    token = await handling.settle()
+    if token is None or handling.in_transaction:
+        return
+    with contextlib.suppress(Exception):  # else the lease expires on its own: nothing is lost
+        await store.release(handling.message.queue, token, timedelta(0), None)
+
+
+async def _transactional(handling: Handling, store: Store, outcome: Make) -> Outcome:
+    spec, message = handling.spec, handling.message
+    token = await handling.settle()
+    if token is None:
+        return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
+    after = [await _next_run(spec, message, store)] if spec.schedule is not None else []
+    handling.in_transaction = not spec.is_async
+    try:
+        await store.transact(
+            spec.function, message, [Ack(message.queue, message.key, token)], after
+        )
+    except LeaseLostError as refused:
+        return outcome(OutcomeKind.LEASE_LOST, error=f"ack refused: {refused}")
+    except asyncio.CancelledError:
+        await _abandon(handling, store)
+        raise
+    except BaseException as error:
+        handling.in_transaction = False
+        handling.handler_done()
+        return await _failed(spec, message, token, error, store, outcome)
+    return outcome(OutcomeKind.ACKED)
+
+
+async def _resend_later(
+    handling: Handling, after: timedelta, store: Store, outcome: Make
+) -> Outcome:
+    spec, message = handling.spec, handling.message
+    token = await handling.settle()
+    if token is None:
+        return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
+    copy = Send(message.queue, message.key, message.payload, store.now() + after)
+    try:
+        await store.apply([Ack(message.queue, message.key, token), copy])
+    except LeaseLostError as refused:
+        return outcome(OutcomeKind.LEASE_LOST, error=f"ack refused: {refused}")
+    try:
+        if spec.is_async:
+            await spec.function(message)
+        else:
+            await store.call(spec.function, message)
+    except asyncio.CancelledError:
+        raise  # the copy comes back when due
+    except BaseException as error:
+        handling.handler_done()
+        if not isinstance(error, GiveUp):
+            return outcome(OutcomeKind.RETRIED, delay=after, error=repr(error))
+        await store.apply([Ack(message.queue, message.key, None, ignore_not_found=True)])
+        return outcome(OutcomeKind.DISCARDED, error=f"gave up: {error.reason}")
+    handling.handler_done()
+    await store.apply([Ack(message.queue, message.key, None, ignore_not_found=True)])
+    return outcome(OutcomeKind.ACKED)
+
+
+async def _failed(
+    spec: HandlerSpec,
+    message: Message,
+    token: str,
+    error: BaseException,
+    store: Store,
+    outcome: Make,
+) -> Outcome:
+    action = decide(error, message.delivery_count, spec.retry)
+    text = action.error or repr(error)
+    if action.kind is ActionKind.DEAD_LETTER:
+        return await _dead_letter(spec, message, token, text, store, outcome)
+    released = await store.release(message.queue, token, action.delay, text)
+    if not released:
+        return outcome(OutcomeKind.LEASE_LOST, error=f"release refused after: {text}")
+    return outcome(OutcomeKind.RETRIED, delay=action.delay, error=text)
+
+
+async def _dead_letter(
+    spec: HandlerSpec, message: Message, token: str, error: str, store: Store, outcome: Make
+) -> Outcome:
+    if spec.schedule is not None:  # the chain goes on without the failed run
+        await store.apply([await _next_run(spec, message, store)])
+    try:
+        await store.dead_letter(message.queue, message.key, token, error)
+    except (FailedPrecondition, NotFound) as refused:
+        return outcome(OutcomeKind.LEASE_LOST, error=f"dead letter refused: {refused}")
+    return outcome(OutcomeKind.DEAD_LETTERED, error=error)
+
+
+async def _next_run(spec: HandlerSpec, message: Message, store: Store) -> Send:
+    assert spec.schedule is not None
+    table = await store.queue(message.queue)
+    current = scenarios.slot_of(table, message.key)
+    slot = scenarios.next_slot(store.now(), spec.schedule.every, current)
+    return scenarios.schedule_send(table, spec.schedule, slot)

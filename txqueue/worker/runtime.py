@@ -1,0 +1,468 @@
+"""The worker runtime: one asyncio process serving every queue of an ``App``.
+
+One receive loop per queue feeds handler tasks. Running handlers are capped per queue and in
+total; a queue with work receives batches sized to the free places, an idle queue waits on a
+one-message stream (woken by sends) without holding a place. Leases are kept alive by one
+``LeaseKeeper`` per queue and acks are group-committed by one ``AckBatcher``.
+
+Shutdown (SIGINT/SIGTERM, or ``stop()``): receiving stops, running handlers get ``grace`` to
+finish, the leases of those that did not are released (visible again at once), and ``run``
+returns. A second signal skips the rest of the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Awaitable, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from txqueue._async.database import AsyncDatabase, connect_async
+from txqueue._sync.database import connect
+from txqueue.core.url import parse_url
+from txqueue.errors import InvalidArgument, NotFound, TxqueueError
+from txqueue.models import Message
+from txqueue.worker.acks import AckBatcher
+from txqueue.worker.app import App, HandlerSpec
+from txqueue.worker.concurrency import DaemonThreadPool, Slots
+from txqueue.worker.leases import Lease, LeaseKeeper
+from txqueue.worker.observe import Stats
+from txqueue.worker.outcomes import Outcome, OutcomeKind
+from txqueue.worker.process import Handling, process
+from txqueue.worker.scenarios import schedule_send, seed_slot
+from txqueue.worker.store import AsyncStore
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("txqueue.worker")
+T = TypeVar("T")
+
+#: How long an idle queue's one-message stream waits before it is opened again.
+IDLE_WAIT = timedelta(seconds=5)
+#: A receive that only takes what is ready now (one database round trip).
+READY_NOW = timedelta(milliseconds=1)
+#: How often queue counts are read for metrics and the status line.
+POLL_SECONDS = 2.0
+
+
+class _Queue:
+    """The runtime state of one served queue."""
+
+    def __init__(self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int) -> None:
+        self.spec = spec
+        self.keeper = keeper
+        self.slots = Slots(limit)  # received and not finished (waiting or running)
+
+
+class Worker:
+    """Serves the handlers of ``app`` until stopped; see the module docstring.
+
+    ``database`` overrides the app's URL; ``queues`` restricts the worker to some queues.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        database: str | None = None,
+        concurrency: int = 16,
+        grace: timedelta = timedelta(seconds=30),
+        queues: Sequence[str] | None = None,
+        stats: Stats | None = None,
+        ack_window: float = 0.005,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidArgument(f"concurrency must be a positive integer, got {concurrency!r}")
+        if not isinstance(grace, timedelta) or grace < timedelta(0):
+            raise InvalidArgument("grace must be a non-negative datetime.timedelta")
+        url = database or app.database
+        if not url:
+            raise InvalidArgument("no database: give the App a URL or pass --database")
+        specs = app.handlers if queues is None else [app.handler_for(q) for q in queues]
+        if not specs:
+            raise InvalidArgument("the app has no handlers: decorate functions with @app.handler")
+        self.app = app
+        self.url = url
+        self.concurrency = concurrency
+        self.grace = grace
+        self.specs = specs
+        self.stats = stats or Stats()
+        self._ack_window = ack_window
+        self._stopping = asyncio.Event()
+        self._force = asyncio.Event()
+        self._running = Slots(concurrency)
+        self._tasks: dict[asyncio.Task[None], Handling] = {}
+        self._abandoned_in_transaction = False
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown; a second call skips the rest of the grace period."""
+        if self._stopping.is_set():
+            log.warning("stopping now: the leases of running handlers are released")
+            self._force.set()
+        else:
+            log.info("stopping: no more receives; waiting for running handlers")
+            self._stopping.set()
+
+    async def run(self) -> None:
+        """Serve until ``stop()`` (or SIGINT/SIGTERM in the main thread), then shut down."""
+        database = await connect_async(
+            _pool_url(self.url, self.concurrency + len(self.specs) + 4), clock=self.app.clock
+        )
+        pool = DaemonThreadPool(self.concurrency)
+        acks = AckBatcher(database, window=self._ack_window)
+        clock = self.app.clock
+        sync_url = _pool_url(self.url, self.concurrency + 2)
+        store = AsyncStore(database, pool, lambda: connect(sync_url, clock=clock), acks)
+        self._store = store
+        self._one_writer = asyncio.Lock() if database.engine == "sqlite" else None
+        background: list[asyncio.Task[Any]] = []
+        try:
+            queues = await self._prepare(database, store)
+            acks.start()
+            for queue in queues:
+                background.append(asyncio.create_task(queue.keeper.run(), name="txqueue-leases"))
+            background.append(asyncio.create_task(self._poll(database, queues)))
+            loops = [asyncio.create_task(self._receive_loop(database, q)) for q in queues]
+            self._install_signals()
+            log.info(
+                "worker started",
+                extra={
+                    "queues": [q.spec.queue for q in queues],
+                    "concurrency": self.concurrency,
+                    "pid": os.getpid(),
+                },
+            )
+            self.stats.started(queues=[q.spec.queue for q in queues], concurrency=self.concurrency)
+            await self._stopping.wait()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self._drain_handlers()
+        finally:
+            self._remove_signals()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await acks.close()
+            pool.shutdown()
+            if not self._abandoned_in_transaction:  # else its thread still uses that pool
+                await asyncio.to_thread(store.close_sync)
+            await database.close()
+            log.info("worker stopped", extra={"pid": os.getpid()})
+
+    async def _prepare(self, database: AsyncDatabase, store: AsyncStore) -> list[_Queue]:
+        queues = []
+        for spec in self.specs:
+            try:
+                table = await database.queue(spec.queue)
+            except NotFound:
+                raise InvalidArgument(
+                    f"handler {spec.name} is registered for queue {spec.queue!r}, which does not "
+                    "exist in this database (create it with CREATE QUEUE)"
+                ) from None
+            if spec.schedule is not None:
+                slot = seed_slot(store.now(), spec.schedule.every)
+                await store.apply([schedule_send(table, spec.schedule, slot)])
+                self.stats.sent(spec.queue)
+
+            def lost(lease: Lease, queue: str = spec.queue) -> None:
+                self.stats.lease_lost(queue)
+
+            async def renew(
+                tokens: Sequence[str], extension: timedelta, q: str = spec.queue
+            ) -> Any:
+                return await database.renew_lease(q, tokens, extension)
+
+            keeper = LeaseKeeper(spec.queue, spec.lease_duration, renew, lost)
+            limit = min(spec.concurrency or self.concurrency, self.concurrency)
+            queues.append(_Queue(spec, keeper, limit))
+        return queues
+
+    # ---- receiving ----------------------------------------------------------------------
+
+    async def _receive_loop(self, database: AsyncDatabase, queue: _Queue) -> None:
+        busy, failures = True, 0
+        while not self._stopping.is_set():
+            try:
+                if busy:
+                    busy = await self._receive_ready(database, queue)
+                else:
+                    busy = await self._receive_idle(database, queue)
+                failures = 0
+            except Exception as error:  # database down, or a bug: keep serving, slower
+                failures += 1
+                wait = min(0.5 * 2**failures, 30.0)
+                log.warning(
+                    "receive failed (%s); trying again in %.1f s",
+                    error,
+                    wait,
+                    exc_info=not isinstance(error, TxqueueError | OSError),
+                    extra={"queue": queue.spec.queue, "error": repr(error)},
+                )
+                await self._until_stopped(asyncio.sleep(wait))
+
+    async def _receive_ready(self, database: AsyncDatabase, queue: _Queue) -> bool:
+        """Take what is ready now, as many as there are free places; True if any."""
+        room = await self._until_stopped(queue.slots.take(queue.spec.max_batch_size))
+        if room is None:
+            return False
+        running = await self._until_stopped(self._running.take(room))
+        if running is None:
+            queue.slots.give(room)
+            return False
+        queue.slots.give(room - running)
+        try:
+            messages = await self._receive(database, queue, running, READY_NOW)
+        except BaseException:
+            queue.slots.give(running)
+            self._running.give(running)
+            raise
+        unused = running - len(messages)
+        queue.slots.give(unused)
+        self._running.give(unused)
+        for message in messages:
+            self._start(queue, message, reserved=True)
+        return bool(messages)
+
+    async def _receive_idle(self, database: AsyncDatabase, queue: _Queue) -> bool:
+        """Wait for one message (sends wake the stream) without holding a running place."""
+        if await self._until_stopped(queue.slots.take(1)) is None:
+            return False
+        try:
+            messages = await self._until_stopped(self._receive(database, queue, 1, IDLE_WAIT))
+        except BaseException:
+            queue.slots.give(1)
+            raise
+        if not messages:
+            queue.slots.give(1)
+            return False
+        self._start(queue, messages[0], reserved=False)
+        return True
+
+    async def _receive(
+        self, database: AsyncDatabase, queue: _Queue, count: int, wait: timedelta
+    ) -> list[Message]:
+        spec = queue.spec
+        stream = database.receive(
+            spec.queue, max_duration=wait, max_batch_size=count, lease_duration=spec.lease_duration
+        )
+        messages: list[Message] = []
+        try:
+            async for message in stream:
+                messages.append(message)
+                if message.last_in_batch or len(messages) >= count:
+                    break
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        if messages:
+            self.stats.received(spec.queue, len(messages))
+        return messages
+
+    async def _until_stopped(self, awaitable: Awaitable[T]) -> T | None:
+        """Await ``awaitable`` unless the worker starts stopping first (then cancel it)."""
+        task = asyncio.ensure_future(awaitable)
+        stopper = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            return await task  # a receive that finished meanwhile still hands its messages over
+        except asyncio.CancelledError:
+            return None
+
+    # ---- handling -----------------------------------------------------------------------
+
+    def _start(self, queue: _Queue, message: Message, reserved: bool) -> None:
+        lease = queue.keeper.track(message)
+
+        async def settle() -> str | None:
+            return await queue.keeper.settle(lease)
+
+        handling = Handling(queue.spec, message, lease, settle)
+        task = asyncio.create_task(self._deliver(queue, handling, reserved))
+        self._tasks[task] = handling
+
+    async def _deliver(self, queue: _Queue, handling: Handling, reserved: bool) -> None:
+        """Run one delivery; its places are given back when the handler ends (before the ack
+        commits, so group commit overlaps the next handlers) or at the latest at the end."""
+        held = {"running": reserved, "queue": True, "counted": False}
+
+        def give_back() -> None:
+            if held["counted"]:
+                held["counted"] = False
+                self.stats.running(queue.spec.queue, -1)
+            if held["running"]:
+                held["running"] = False
+                self._running.give(1)
+            if held["queue"]:
+                held["queue"] = False
+                queue.slots.give(1)
+
+        handling.handler_done = give_back
+        outcome: Outcome | None = None
+        started = False
+        try:
+            if not reserved:
+                await self._running.take(1)
+                held["running"] = True
+            async with self._writer(handling):
+                held["counted"] = started = True
+                self.stats.running(queue.spec.queue, 1)
+                outcome = await process(handling, self._store)
+        except asyncio.CancelledError:
+            if not started:  # still waiting for a place: give the message back
+                token = await handling.settle()
+                if token is not None:
+                    await self._release_quietly(handling, token)
+            outcome = self._abandoned(handling)
+            self._abandoned_in_transaction |= handling.in_transaction
+        except Exception as error:
+            await handling.settle()
+            log.error(
+                "handling failed: %s; the message is redelivered when its lease expires",
+                error,
+                exc_info=True,
+                extra=_fields(handling.message, error=repr(error)),
+            )
+        finally:
+            give_back()
+            self._tasks.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+        if outcome is not None:
+            self._report(outcome)
+
+    def _writer(self, handling: Handling) -> contextlib.AbstractAsyncContextManager[Any]:
+        """SQLite has one writer: its transactional handlers run one at a time per process
+        (concurrent ones would only wait for the write lock, holding threads meanwhile)."""
+        if handling.spec.transactional and self._one_writer is not None:
+            return self._one_writer
+        return contextlib.nullcontext()
+
+    async def _release_quietly(self, handling: Handling, token: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._store.release(handling.message.queue, token, timedelta(0), None)
+
+    def _abandoned(self, handling: Handling) -> Outcome:
+        message = handling.message
+        note = (
+            "in transaction: visible again when its lease expires"
+            if handling.in_transaction
+            else None
+        )
+        return Outcome(
+            message.queue,
+            message.key,
+            message.delivery_count,
+            OutcomeKind.RELEASED,
+            self._store.now(),
+            error=note,
+        )
+
+    def _report(self, outcome: Outcome) -> None:
+        self.stats.outcome(outcome)
+        fields = {
+            "queue": outcome.queue,
+            "key": list(outcome.key),
+            "delivery_count": outcome.delivery_count,
+            "outcome": outcome.kind.value,
+            "duration_ms": round(outcome.duration * 1000, 3),
+        }
+        if outcome.delay is not None:
+            fields["delay_s"] = outcome.delay.total_seconds()
+        if outcome.error is not None:
+            fields["error"] = outcome.error
+        level = {
+            OutcomeKind.ACKED: logging.DEBUG,
+            OutcomeKind.RETRIED: logging.WARNING,
+            OutcomeKind.DEAD_LETTERED: logging.ERROR,
+        }.get(outcome.kind, logging.WARNING)
+        log.log(
+            level, "%s %s %s", outcome.kind.value, outcome.queue, list(outcome.key), extra=fields
+        )
+
+    async def _drain_handlers(self) -> None:
+        """Give running handlers ``grace`` to finish, then abandon the rest."""
+        pending = set(self._tasks)
+        if pending and not self._force.is_set():
+            log.info(
+                "waiting up to %.0f s for %d running handler(s)",
+                self.grace.total_seconds(),
+                len(pending),
+            )
+            forced = asyncio.ensure_future(self._force.wait())
+            await _wait_all_or(pending, forced, self.grace.total_seconds())
+            forced.cancel()
+        pending = {task for task in self._tasks if not task.done()}
+        if pending:
+            log.warning("releasing the leases of %d unfinished handler(s)", len(pending))
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    # ---- observability ------------------------------------------------------------------
+
+    async def _poll(self, database: AsyncDatabase, queues: list[_Queue]) -> None:
+        while True:
+            for queue in queues:
+                try:
+                    self.stats.queue_info(await database.queue_info(queue.spec.queue))
+                except (TxqueueError, OSError) as error:
+                    log.debug("queue_info failed: %s", error, extra={"queue": queue.spec.queue})
+            await asyncio.sleep(POLL_SECONDS)
+
+    def _install_signals(self) -> None:
+        self._signals: list[int] = []
+        if threading.current_thread() is not threading.main_thread():
+            return
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(number, self.stop)
+                self._signals.append(number)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+                pass
+
+    def _remove_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for number in getattr(self, "_signals", []):
+            loop.remove_signal_handler(number)
+
+
+async def _wait_all_or(
+    tasks: set[asyncio.Task[None]], forced: asyncio.Future[Any], timeout: float
+) -> None:
+    """Wait until every task is done, ``forced`` completes, or ``timeout`` passes."""
+    everything = asyncio.ensure_future(asyncio.wait(tasks))
+    try:
+        await asyncio.wait(
+            {everything, forced}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        everything.cancel()
+
+
+def _fields(message: Message, **more: Any) -> dict[str, Any]:
+    return {
+        "queue": message.queue,
+        "key": list(message.key),
+        "delivery_count": message.delivery_count,
+        **more,
+    }
+
+
+def _pool_url(url: str, size: int) -> str:
+    """``url`` with a PostgreSQL pool big enough for the worker (unless the URL sets one)."""
+    if parse_url(url).engine != "postgres":
+        return url
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name == "pool_size" for name, _ in query):
+        return url
+    return urlunsplit(parts._replace(query=urlencode([*query, ("pool_size", str(size))])))
