@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["Lock", "monotonic", "run_blocking", "sleep", "wait_readable"]
+__all__ = ["Lock", "acquire", "monotonic", "run_blocking", "sleep", "wait_readable"]
 
 T = TypeVar("T")
 Lock = asyncio.Lock
@@ -44,3 +44,12 @@ async def wait_readable(sock: socket.socket, timeout: float) -> bool:
         return False
     finally:
         loop.remove_reader(sock.fileno())
+
+
+async def acquire(lock: asyncio.Lock, timeout: float) -> bool:
+    """Take ``lock`` within ``timeout`` seconds; False when it could not."""
+    try:
+        await asyncio.wait_for(lock.acquire(), timeout)
+    except asyncio.TimeoutError:
+        return False
+    return True

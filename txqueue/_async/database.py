@@ -510,8 +510,21 @@ class AsyncTransaction:
             )
         count = await self._transaction.execute_update(plan.sql, plan.params, plan.expected_rows)
         for queue in plan.sends_to:
-            _note_sent(self._transaction, queue)
+            self._transaction.note_sent(queue)
         return count
+
+    async def execute_engine_sql(self, sql: str, params: Any = None) -> ResultSet:
+        """Run a query in the engine's own SQL (SQLite or PostgreSQL), untranslated.
+
+        For txqueue's own layers (which read their ``txqueue_`` tables this way) and for
+        engine features the Spanner front end does not cover. Parameters use the engine
+        driver's style (sqlite3 ``?``, psycopg ``%s``); values are not converted.
+        """
+        return await self._transaction.execute_sql(_sql(sql), params)
+
+    async def execute_engine_update(self, sql: str, params: Any = None) -> int:
+        """Run DML in the engine's own SQL, untranslated; returns the row count."""
+        return await self._transaction.execute_update(_sql(sql), params)
 
     async def batch_update(self, statements: Sequence[Any]) -> list[int]:
         """Run DML statements in order: each ``sql``, ``(sql, params)`` or
@@ -571,15 +584,10 @@ async def _execute_sql(
     return plan.result(await transaction.execute_sql(plan.sql, plan.params))
 
 
-def _note_sent(transaction: AsyncDriverTransaction, queue: str) -> None:
-    """Have the commit wake receivers of ``queue``, as a ``send`` does."""
-    note = getattr(transaction, "note_sent", None)
-    if callable(note):
-        note(queue)
-        return
-    sent = getattr(transaction, "_sent", None)  # until drivers expose note_sent()
-    if isinstance(sent, set):
-        sent.add(queue)
+def _sql(sql: object) -> str:
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidArgument("sql must be a non-empty string")
+    return sql
 
 
 class AsyncBatch:
@@ -663,3 +671,9 @@ class AsyncSnapshot:
         return await _execute_sql(
             self._database, self._transaction, sql, params, param_types, snapshot=True
         )
+
+    async def execute_engine_sql(self, sql: str, params: Any = None) -> ResultSet:
+        """Run a query in the engine's own SQL, untranslated (see AsyncTransaction)."""
+        if self._transaction is None:
+            raise InvalidArgument("use the snapshot inside its with-block")
+        return await self._transaction.execute_sql(_sql(sql), params)

@@ -54,6 +54,9 @@ class AsyncDriverTransaction(Protocol):
         alone and raises OutOfRange; the transaction stays open with its earlier writes.
         """
 
+    def note_sent(self, queue: str) -> None:
+        """Wake receivers of ``queue`` at commit: SQL inserted messages into it."""
+
     async def flush(self) -> None:
         """Apply buffered sends and acks now."""
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["Lock", "monotonic", "run_blocking", "sleep", "wait_readable"]
+__all__ = ["Lock", "acquire", "monotonic", "run_blocking", "sleep", "wait_readable"]
 
 T = TypeVar("T")
 Lock = threading.Lock
@@ -32,3 +32,8 @@ def wait_readable(sock: socket.socket, timeout: float) -> bool:
     """Wait until ``sock`` is readable or ``timeout`` passes; True when readable."""
     readable, _, _ = select.select([sock], [], [], max(timeout, 0.0))
     return bool(readable)
+
+
+def acquire(lock: threading.Lock, timeout: float) -> bool:
+    """Take ``lock`` within ``timeout`` seconds; False when it could not."""
+    return lock.acquire(timeout=timeout)

@@ -53,6 +53,9 @@ class DriverTransaction(Protocol):
         alone and raises OutOfRange; the transaction stays open with its earlier writes.
         """
 
+    def note_sent(self, queue: str) -> None:
+        """Wake receivers of ``queue`` at commit: SQL inserted messages into it."""
+
     def flush(self) -> None:
         """Apply buffered sends and acks now."""
 

@@ -30,15 +30,26 @@ class System:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def setup(self) -> None: ...
-    def send(self, payloads: list[bytes], batch: int) -> None: ...
-    def pending(self) -> int: ...
+    def setup(self) -> None:
+        """Create the queue if needed and empty it."""
+        raise NotImplementedError  # every system below defines it
+
+    def send(self, payloads: list[bytes], batch: int) -> None:
+        """Send ``payloads`` in transactions of ``batch``."""
+        raise NotImplementedError
+
+    def pending(self) -> int:
+        """Messages sent and not yet acked."""
+        raise NotImplementedError
 
     def drain_loop(
         self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
-    ) -> None: ...
+    ) -> None:
+        """Receive, hand each payload to ``on_message``, ack; until ``stop()``."""
+        raise NotImplementedError
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close connections."""
 
 
 class TxqueueSystem(System):

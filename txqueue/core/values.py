@@ -125,7 +125,11 @@ def check_row(
     )
 
 
-_PLAIN = {ColumnType.INT64: int, ColumnType.STRING: str, ColumnType.BYTES: bytes}
+_PLAIN: dict[ColumnType, type] = {
+    ColumnType.INT64: int,
+    ColumnType.STRING: str,
+    ColumnType.BYTES: bytes,
+}
 
 
 def _plainly_valid(column: Column, value: Any) -> bool:
@@ -133,6 +137,7 @@ def _plainly_valid(column: Column, value: Any) -> bool:
     expected = _PLAIN.get(column.type)
     if expected is None or type(value) is not expected or column.array:
         return False
+    checked: Any = value  # its exact type is known now
     if expected is int:
-        return bool(_INT64_MIN <= value <= _INT64_MAX)
-    return column.length is None or len(value) <= column.length
+        return bool(_INT64_MIN <= checked <= _INT64_MAX)
+    return column.length is None or len(checked) <= column.length

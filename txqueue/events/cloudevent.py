@@ -38,6 +38,7 @@ __all__ = [
     "MESSAGE_UID_ATTRIBUTE",
     "CloudEvent",
     "attributes_of",
+    "coerce_event",
     "from_json",
     "make_event",
     "to_binary_http",
@@ -97,6 +98,24 @@ def make_event(attributes: Mapping[str, Any], data: Payload = None) -> CloudEven
     except CloudEventValidationError as error:  # a rule the checks above missed
         name = next(iter(error.errors), "?")
         raise InvalidArgument(f"CloudEvent attribute {name!r}: {error}") from error
+
+
+def coerce_event(event: object) -> CloudEvent:
+    """A checked CloudEvent from an SDK event object (either SDK API) or a JSON-form mapping.
+
+    Every event goes through `make_event`, so an SDK object gets the same checks as a mapping;
+    a mapping without ``specversion`` gets ``"1.0"``.
+    """
+    if isinstance(event, Mapping):
+        return from_json({"specversion": "1.0", **event})
+    get_attributes = getattr(event, "get_attributes", None)
+    get_data = getattr(event, "get_data", None)
+    if not callable(get_attributes) or not callable(get_data):
+        raise InvalidArgument(
+            "event must be a cloudevents CloudEvent or a mapping in CloudEvents JSON form, "
+            f"got {type(event).__name__}"
+        )
+    return make_event(dict(get_attributes()), get_data())
 
 
 def attributes_of(event: CloudEvent) -> dict[str, Any]:

@@ -17,6 +17,8 @@ status. A request httpx cannot send (unsupported scheme, invalid URL or header) 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -29,6 +31,12 @@ from txqueue.errors import InvalidArgument
 from txqueue.events.outcomes import Outcome, classify_status, parse_retry_after
 
 __all__ = ["AsyncHttpDeliverer", "Attempt", "HttpDeliverer"]
+
+# httpcore tries ``import sniffio`` on every async request; when sniffio is not installed
+# (anyio 4 no longer needs it) each failed import searches sys.path again, which costs more
+# than the request itself. Recording the absence once makes that import fail at once.
+if importlib.util.find_spec("sniffio") is None:
+    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 _USER_AGENT = "txqueue-events/0.1"
 _EXCERPT = 512  # bytes of a failing response's body kept in Attempt.error

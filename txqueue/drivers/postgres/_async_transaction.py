@@ -10,6 +10,7 @@ next statement or at commit, as Spanner's mutation errors surface at commit.
 
 from __future__ import annotations
 
+from collections import Counter
 from itertools import groupby
 from typing import Any
 
@@ -135,6 +136,10 @@ class AsyncPostgresTransaction:
                 cursor.nextset()
         return total
 
+    def note_sent(self, queue: str) -> None:
+        self._sent.add(queue)
+        self._xid_current = False  # the NOTIFY for it is sent with the commit's xid query
+
     async def flush(self) -> None:
         await self._flush()
 
@@ -187,47 +192,42 @@ class AsyncPostgresTransaction:
             await self._flush()
 
     async def _flush(self) -> None:
-        """Run the buffered operations in one pipeline and raise the first failure."""
+        """Apply the buffered operations: one statement per run, all in one pipeline.
+
+        A run of sends (or acks) to one queue travels as one ``INSERT … SELECT FROM unnest``
+        (``DELETE … USING unnest``) whose RETURNING names the rows it touched; a row it did
+        not touch is a taken key, a lost lease or a missing message, examined afterwards.
+        """
         if not self._pending:
             return
         pending, self._pending = self._pending, []
         deliver = self._driver.deliver_column
-        runs = [
-            (type(first), first.queue, items)
-            for (_, first), items in (
-                (key, list(group))
-                for key, group in groupby(pending, key=lambda p: (type(p), p.queue.name))
-            )
-            for first in [items[0]]
-        ]
+        runs = [list(group) for _, group in groupby(pending, key=_run_key)]
         results = []
         with map_errors():
             async with self._connection.pipeline():
-                if not self._begun:
-                    self._begun = True
-                    await self._connection.execute("BEGIN")
-                for kind, table, items in runs:
-                    cursor = self._connection.cursor()
-                    statements = queue_statements(table, deliver)
-                    if kind is SendParams:
-                        sql = statements.send
-                        rows = [_send_row(item) for item in items]  # type: ignore[arg-type]
+                await self._begin_in_pipeline()
+                for items in runs:
+                    statements = queue_statements(items[0].queue, deliver)
+                    if isinstance(items[0], SendParams):
+                        sql, arguments = statements.send_many, _send_arrays(items)
                     else:
-                        sql = statements.ack
-                        rows = [_ack_row(item) for item in items]  # type: ignore[arg-type]
-                    await cursor.executemany(sql, rows, returning=True)
-                    results.append((items, cursor))
+                        sql, arguments = statements.ack_many, _ack_arrays(items)
+                    results.append((items, await self._connection.execute(sql, arguments)))
                 marker = await self._connection.execute(
                     _PREPARE_COMMIT, [CHANNEL, sorted(self._sent)]
                 )
             row = await marker.fetchone()
+            touched = [Counter(map(tuple, await cursor.fetchall())) for _, cursor in results]
         self._xid = None if row is None else row[0]
         self._xid_current = True
-        for items, cursor in results:
+        for (items, _), done in zip(results, touched):
             for item in items:
-                if cursor.rowcount == 0:
+                key = tuple(encoded_key(item.queue, item.key))
+                if done[key] > 0:
+                    done[key] -= 1
+                else:
                     await self._fail(item)
-                cursor.nextset()
 
     async def _fail(self, item: SendParams | AckParams) -> None:
         table = item.queue
@@ -313,6 +313,26 @@ class AsyncPostgresTransaction:
             with map_errors():
                 await self._connection.execute("ROLLBACK TO SAVEPOINT txqueue")
                 await self._connection.execute("RELEASE SAVEPOINT txqueue")
+
+
+def _run_key(item: SendParams | AckParams) -> tuple[type, str]:
+    return type(item), item.queue.name
+
+
+def _columns(rows: list[list[Any]], width: int) -> list[list[Any]]:
+    """Rows turned into one list per column (the arrays ``unnest`` takes)."""
+    return [[row[i] for row in rows] for i in range(width)] if rows else [[]] * width
+
+
+def _send_arrays(items: list[Any]) -> list[Any]:
+    table = items[0].queue
+    return _columns([_send_row(item) for item in items], len(table.primary_key) + 2)
+
+
+def _ack_arrays(items: list[Any]) -> list[Any]:
+    table = items[0].queue
+    rows = [[*encoded_key(table, item.key), item.lease_token] for item in items]
+    return [*_columns(rows, len(table.primary_key) + 1), items[0].now]
 
 
 def _send_row(item: SendParams) -> list[Any]:

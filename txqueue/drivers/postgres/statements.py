@@ -122,6 +122,11 @@ def create_index(index: Index) -> str:
     return f"CREATE {unique}INDEX {ident(index.name)} ON {ident(index.table)} ({columns})"
 
 
+def _array_type(column: Column) -> str:
+    """The element type of a column's values when they travel as an array parameter."""
+    return _TYPES[column.type]
+
+
 def _token(expiration: str) -> str:
     """SQL for a lease token carrying ``expiration`` (see txqueue.core.leases)."""
     return (
@@ -148,6 +153,8 @@ class QueueStatements:
     exists: str
     counts: str
     dead_letter: str
+    send_many: str
+    ack_many: str
 
 
 @lru_cache(maxsize=512)
@@ -162,6 +169,8 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     ready = f"coalesce(_txq_ready_at, {deliver})"
     now = "coalesce(%(now)s::timestamptz, clock_timestamp())"
     returned = ", ".join(f"q.{c}" for c in [*keys, payload, deliver])
+    key_aliases = [f"_k{i}" for i in range(len(keys))]
+    key_types = [_array_type(c) for c in table.key_columns]
     return QueueStatements(
         receive=(
             f"WITH clock AS (SELECT {now} AS now),"
@@ -218,6 +227,24 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp()))"
         ),
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
+        # Many sends or acks in one statement: the rows travel as one array per column.
+        send_many=(
+            f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
+            f" SELECT {', '.join(key_aliases)}, _p, coalesce(_d, now())"
+            f" FROM unnest({', '.join(f'%s::{t}[]' for t in key_types)},"
+            f" %s::{_array_type(table.payload_column)}[], %s::timestamptz[])"
+            f" AS _input({', '.join(key_aliases)}, _p, _d)"
+            f" ON CONFLICT DO NOTHING RETURNING {key_list}"
+        ),
+        ack_many=(
+            f"DELETE FROM {name} AS q"
+            f" USING unnest({', '.join(f'%s::{t}[]' for t in key_types)}, %s::text[])"
+            f" AS _input({', '.join(key_aliases)}, _token)"
+            f" WHERE ({', '.join(f'q.{k}' for k in keys)}) = ({', '.join(key_aliases)})"
+            " AND (_token IS NULL OR q._txq_lease_token = _token"
+            " AND q._txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp()))"
+            f" RETURNING {', '.join(f'q.{k}' for k in keys)}"
+        ),
         dead_letter=(
             f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"
             f" DELETE FROM {name} AS q USING clock WHERE {key_match}"

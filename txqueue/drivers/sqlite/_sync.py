@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from txqueue._sync._compat import monotonic, run_blocking, wait_readable
+from txqueue._sync._compat import Lock, acquire, monotonic, run_blocking, wait_readable
 from txqueue.core.schema import DELIVER_TIME, DdlStatement, Dialect, Index, Table
 from txqueue.drivers.base import (
     AckParams,
@@ -28,7 +28,7 @@ from txqueue.drivers.sqlite import catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.pool import SqlitePool
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
-from txqueue.errors import InvalidArgument
+from txqueue.errors import Aborted, InvalidArgument
 from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
 
 __all__ = ["SqliteDriver"]
@@ -46,10 +46,17 @@ RECEIVE_BUSY_MS = 100
 class SqliteTransaction:
     """A transaction on a pooled connection, or inside the caller's own open transaction."""
 
-    def __init__(self, driver: SqliteDriver, connection: sqlite3.Connection, owned: bool):
+    def __init__(
+        self,
+        driver: SqliteDriver,
+        connection: sqlite3.Connection,
+        owned: bool,
+        writer: Lock | None = None,
+    ):
         self._driver = driver
         self._connection = connection
         self._owned = owned
+        self._writer = writer  # held while this write transaction is open
         self._sent: set[str] = set()
         self._pending: list[SendParams | AckParams] = []
         self._finished = False
@@ -64,6 +71,11 @@ class SqliteTransaction:
         if self._owned:
             return run_blocking(function, self._connection, *args)
         return function(self._connection, *args)  # the caller's connection stays on its thread
+
+    def _release_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
 
     def write(self, params: WriteParams) -> None:
         self._call(engine.write, params)
@@ -90,6 +102,9 @@ class SqliteTransaction:
     def execute_update(self, sql: str, params: Any = None, expected_rows: int | None = None) -> int:
         return self._call(engine.execute_update, sql, params, expected_rows)
 
+    def note_sent(self, queue: str) -> None:
+        self._sent.add(queue)
+
     def flush(self) -> None:
         self._call(_nothing)
 
@@ -115,6 +130,7 @@ class SqliteTransaction:
             self._call(_commit)
         finally:
             self._driver.pool.release(self._connection)
+            self._release_writer()
         if self._sent:
             notify(self._driver.wakeup_directory, self._sent)
 
@@ -125,6 +141,7 @@ class SqliteTransaction:
         self._pending = []
         if self._owned:
             self._driver.pool.release(self._connection)
+            self._release_writer()
         else:
             with map_errors():
                 self._connection.execute("ROLLBACK TO txqueue")
@@ -218,6 +235,7 @@ class SqliteDriver:
                 f"synchronous must be one of OFF, NORMAL, FULL, EXTRA, got {synchronous!r}"
             )
         self.pool = SqlitePool(path, synchronous.upper(), busy_timeout)
+        self._writer = Lock()
         self.wakeup_directory = wakeup_directory(path)
         self.deliver_column = DELIVER_TIME[Dialect.GOOGLESQL]
         self.clock: Callable[[], Any] = clock or (lambda: None)
@@ -248,13 +266,28 @@ class SqliteDriver:
                     own.execute("BEGIN")  # the application's transaction; it commits it
                 own.execute("SAVEPOINT txqueue")
             return SqliteTransaction(self, own, owned=False)
-        pooled = run_blocking(self.pool.acquire)
+        # SQLite admits one writer. Queue this process's write transactions here instead of
+        # in BEGIN IMMEDIATE: a transaction waiting there holds a worker thread, and enough of
+        # them starve the one holding the lock of the thread it needs to commit.
+        writer = None
+        if not read_only:
+            if not acquire(self._writer, self.pool.busy_timeout.total_seconds()):
+                raise Aborted("database is busy: another write transaction is still open")
+            writer = self._writer
+        try:
+            pooled = run_blocking(self.pool.acquire)
+        except BaseException:
+            if writer is not None:
+                writer.release()
+            raise
         try:
             run_blocking(_begin, pooled, read_only)
         except BaseException:
             self.pool.release(pooled)
+            if writer is not None:
+                writer.release()
             raise
-        return SqliteTransaction(self, pooled, owned=True)
+        return SqliteTransaction(self, pooled, owned=True, writer=writer)
 
     def open_receiver(self, queue: Table) -> SqliteReceiver:
         return SqliteReceiver(self, queue)

@@ -75,7 +75,17 @@ def map_error(error: sqlite3.Error) -> TxqueueError:
             return Aborted(f"database is busy: {text}")
         if "no such table" in text:
             return NotFound(text)
-        if "syntax error" in text or "no such column" in text:
+        if any(
+            marker in text
+            for marker in (
+                "syntax error",
+                "no such column",
+                "no such function",
+                "wrong number of arguments",
+                "misuse of",
+                "ambiguous column",
+            )
+        ):
             return InvalidArgument(text)
         return Unavailable(text)
     if isinstance(error, sqlite3.ProgrammingError):

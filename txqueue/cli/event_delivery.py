@@ -1,0 +1,252 @@
+"""``txqueue events ...`` and ``txqueue dispatcher``: publish, inspect, replay, deliver.
+
+Shaped after ``gcloud eventarc message-buses publish`` (``--event-type``, ``--json-message``);
+thin over `txqueue.Events` and `txqueue.AsyncDispatcher`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import txqueue
+from txqueue.cli.common import database_option, run_command
+from txqueue.cli.events import call, json_option
+from txqueue.cli.events import since as parse_since
+from txqueue.core.durations import parse_duration
+from txqueue.events.cloudevent import to_json
+
+__all__ = ["dispatcher", "events"]
+
+
+# ---- events --------------------------------------------------------------------------------
+
+
+@click.group()
+def events() -> None:
+    """Publish events; list, replay and purge undelivered and archived ones."""
+
+
+@events.command("publish")
+@click.argument("bus")
+@database_option
+@click.option("--event-id", help="The event id (default: a new UUID).")
+@click.option("--event-type", help="The event type, e.g. com.shop.order.paid.")
+@click.option("--event-source", help="The event source, e.g. //shop.")
+@click.option("--event-data", help="JSON data (an object, or any JSON value).")
+@click.option(
+    "--event-attributes", multiple=True, help="Extension attribute NAME=VALUE (repeatable)."
+)
+@click.option("--json-message", help="The whole event in CloudEvents JSON form (inline or @file).")
+def publish(bus: str, database: str, json_message: str | None, **fields: Any) -> None:
+    """Publish one event to BUS and print its message_uid."""
+    if json_message is not None:
+        document = json_option(json_message, "--json-message")
+    else:
+        if not fields["event_type"] or not fields["event_source"]:
+            raise click.UsageError("give --event-type and --event-source, or --json-message")
+        document = {
+            "id": fields["event_id"] or str(uuid.uuid4()),
+            "type": fields["event_type"],
+            "source": fields["event_source"],
+        }
+        for item in fields["event_attributes"]:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise click.BadParameter(
+                    f"{item!r} is not NAME=VALUE", param_hint="--event-attributes"
+                )
+            document[key] = value
+        if fields["event_data"] is not None:
+            document["data"] = json_option(fields["event_data"], "--event-data")
+    click.echo(call(database, lambda e: e.publish(bus, document)))
+
+
+_filters = [
+    click.option("--bus", help="Only messages of this bus."),
+    click.option("--pipeline", help='Only this pipeline ("" for messages no enrollment matched).'),
+    click.option("--since", help="Published at or after: ISO 8601 time or a duration back (2h)."),
+    click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True),
+]
+
+
+def _filtered(function: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_filters):
+        function = option(function)
+    return function
+
+
+@events.command("undelivered")
+@database_option
+@_filtered
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, event included.")
+def undelivered(
+    database: str,
+    bus: str | None,
+    pipeline: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Messages whose delivery failed for good: the archive joined with the attempt log."""
+    found = call(
+        database,
+        lambda e: e.undelivered(bus=bus, pipeline=pipeline, since=parse_since(since), limit=limit),
+    )
+    if as_json:
+        for item in found:
+            row = {k: v for k, v in vars(item).items() if k != "event"}
+            row.update(
+                event=to_json(item.event),
+                publish_time=item.publish_time.isoformat(),
+                failure_time=item.failure_time.isoformat(),
+            )
+            click.echo(json.dumps(row))
+        return
+    table = Table(title="undelivered messages")
+    for heading in ("message_uid", "bus", "pipeline", "type", "id", "attempts", "status", "error"):
+        table.add_column(heading, no_wrap=heading == "message_uid")
+    for item in found:
+        table.add_row(
+            item.message_uid,
+            item.bus,
+            item.pipeline or "(no enrollment)",
+            item.event.get_type(),
+            item.event.get_id(),
+            str(item.attempts),
+            str(item.status or "-"),
+            (item.error or "")[:80],
+        )
+    Console().print(table if found else "no undelivered messages")
+
+
+@events.command("replay")
+@database_option
+@_filtered
+@click.option(
+    "--message-uid", "message_uids", multiple=True, help="Only these messages (repeatable)."
+)
+def replay(
+    database: str,
+    bus: str | None,
+    pipeline: str | None,
+    since: str | None,
+    limit: int,
+    message_uids: tuple[str, ...],
+) -> None:
+    """Republish undelivered messages, each under a new message_uid, to the failed pipelines."""
+    uids = list(message_uids) or None
+    new = call(
+        database,
+        lambda e: e.replay(
+            bus=bus, pipeline=pipeline, since=parse_since(since), message_uids=uids, limit=limit
+        ),
+    )
+    for uid in new:
+        click.echo(uid)
+    click.echo(f"replayed {len(new)} message(s)", err=True)
+
+
+@events.command("attempts")
+@click.argument("message_uid", required=False)
+@database_option
+@click.option("--pipeline", help="Only attempts of this pipeline.")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True)
+def attempts(message_uid: str | None, database: str, pipeline: str | None, limit: int) -> None:
+    """The attempt log (of one message), oldest first, one JSON object per line."""
+    for row in call(database, lambda e: e.attempts(message_uid, pipeline=pipeline, limit=limit)):
+        data = {k: v for k, v in vars(row).items()}
+        data["time"] = row.time.isoformat()
+        for key in ("latency", "retry_delay"):
+            data[key] = None if data[key] is None else data[key].total_seconds()
+        click.echo(json.dumps(data))
+
+
+@events.command("purge")
+@database_option
+@click.option(
+    "--older-than", help="Delete everything older (e.g. 7d); default: each bus's retention."
+)
+def purge(database: str, older_than: str | None) -> None:
+    """Delete archived messages and attempt-log rows past their retention."""
+    age = None if older_than is None else parse_duration(older_than, "--older-than")
+    messages, logged = call(database, lambda e: e.purge(older_than=age))
+    click.echo(f"purged {messages} archived message(s) and {logged} attempt-log row(s)")
+
+
+# ---- dispatcher ----------------------------------------------------------------------------
+
+
+@click.command()
+@database_option
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Attempts in flight.",
+)
+@click.option(
+    "--attempt-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds one HTTP attempt may take.",
+)
+@click.option(
+    "--purge-interval",
+    default="10m",
+    show_default=True,
+    help="How often to purge past retention ('never' to skip).",
+)
+def dispatcher(
+    database: str, concurrency: int, attempt_timeout: float, purge_interval: str
+) -> None:
+    """Deliver events for every pipeline until SIGINT/SIGTERM (run as many as you like)."""
+    interval = (
+        None if purge_interval == "never" else parse_duration(purge_interval, "--purge-interval")
+    )
+    stats = run_command(
+        lambda: asyncio.run(_dispatch(database, concurrency, attempt_timeout, interval))
+    )
+    click.echo(
+        f"dispatcher stopped: {stats.attempts} attempt(s), {stats.delivered} delivered, "
+        f"{stats.retried} to retry, {stats.failed} failed",
+        err=True,
+    )
+
+
+async def _dispatch(url: str, concurrency: int, timeout: float, interval: timedelta | None) -> Any:
+    from txqueue.events.dispatcher import with_pool_size
+
+    db = await txqueue.connect_async(with_pool_size(url, concurrency + 2))
+    try:
+        worker = txqueue.AsyncDispatcher(
+            db,
+            concurrency=concurrency,
+            attempt_timeout=timedelta(seconds=timeout),
+            purge_interval=interval,
+        )
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(number, worker.stop)
+        await worker.events.ensure_tables()
+        print(
+            f"dispatcher delivering for {url} (concurrency {concurrency})",
+            file=sys.stderr,
+            flush=True,
+        )
+        await worker.run()
+        return worker.stats
+    finally:
+        await db.close()

@@ -1,0 +1,338 @@
+"""``txqueue buses|pipelines|enrollments``: the event layer's configuration from the shell.
+
+Shaped after ``gcloud eventarc`` (``pipelines update NAME --min-retry-delay=4 ...``); thin over
+`txqueue.Events`. ``txqueue events`` and ``txqueue dispatcher`` are in `event_delivery`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import txqueue
+from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.core.durations import parse_duration
+from txqueue.errors import InvalidArgument
+from txqueue.events.resources import UNCHANGED
+
+__all__ = ["buses", "call", "enrollments", "json_option", "pipelines", "since"]
+
+
+@contextmanager
+def _events(database: str) -> Iterator[txqueue.Events]:
+    with open_database(database) as db:
+        yield txqueue.Events(db)
+
+
+def call(database: str, action: Callable[[txqueue.Events], Any]) -> Any:
+    with _events(database) as events:
+        return run_command(lambda: action(events))
+
+
+def describe(resource: Any) -> dict[str, Any]:
+    """A resource as plain JSON values (the signing secret shown only as set or not)."""
+    data: dict[str, Any] = {"name": resource.name}
+    for key, value in vars(resource).items():
+        if key == "name":
+            continue
+        if key == "signing_secret":
+            value = None if value is None else "(set)"
+        elif key == "retry":
+            value = {
+                "max_attempts": value.max_attempts,
+                "min_retry_delay_seconds": value.min_retry_delay.total_seconds(),
+                "max_retry_delay_seconds": value.max_retry_delay.total_seconds(),
+            }
+        elif key == "retention":
+            key, value = "retention_seconds", None if value is None else value.total_seconds()
+        elif isinstance(value, datetime):
+            value = value.isoformat()
+        elif key == "destination":
+            value = str(value)
+        data[key] = value
+    return data
+
+
+def _show(resource: Any) -> None:
+    click.echo(json.dumps(describe(resource), indent=2))
+
+
+def _table(title: str, resources: list[Any], columns: list[str], as_json: bool) -> None:
+    rows = [describe(r) for r in resources]
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row))
+        return
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, no_wrap=column == "name")
+    for row in rows:
+        table.add_row(*(_cell(row.get(column)) for column in columns))
+    Console().print(table if rows else f"no {title}")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in value.items()
+        )
+    return "-" if value is None else str(value)
+
+
+def _seconds(value: float | None) -> timedelta | None:
+    return None if value is None else timedelta(seconds=value)
+
+
+def _retention(text: str | None) -> Any:
+    if text is None:
+        return UNCHANGED
+    return None if text == "forever" else parse_duration(text, "--retention")
+
+
+def since(text: str | None) -> datetime | None:
+    """``--since``: an ISO 8601 time with zone, or a duration back from now (``2h``)."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        try:
+            return datetime.now(timezone.utc) - parse_duration(text, "--since")
+        except InvalidArgument as error:
+            raise click.BadParameter(f"{error} or an ISO 8601 time", param_hint="--since") from None
+    if when.tzinfo is None:
+        raise click.BadParameter(
+            "give a time zone, e.g. 2024-05-06T07:00:00Z", param_hint="--since"
+        )
+    return when
+
+
+def json_option(text: str | None, name: str) -> Any:
+    """A JSON value given inline or as ``@path``."""
+    if text is None:
+        return None
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text()
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise click.BadParameter(f"not valid JSON: {error}", param_hint=name) from None
+
+
+# ---- buses ---------------------------------------------------------------------------------
+
+
+@click.group()
+def buses() -> None:
+    """Create, change, list, describe and delete buses."""
+
+
+_archive = click.option("--archive/--no-archive", default=None, help="Keep every message received.")
+_retention_option = click.option(
+    "--retention", help="How long archived messages and attempt logs are kept (30d, 12h, forever)."
+)
+
+
+@buses.command("create")
+@click.argument("name")
+@database_option
+@_archive
+@_retention_option
+def create_bus(name: str, database: str, archive: bool | None, retention: str | None) -> None:
+    """Create bus NAME (archiving on, 30 days' retention, unless told otherwise)."""
+    kept = _retention(retention)
+    options: dict[str, Any] = {} if kept is UNCHANGED else {"retention": kept}
+    _show(call(database, lambda e: e.create_bus(name, archive=archive is not False, **options)))
+
+
+@buses.command("update")
+@click.argument("name")
+@database_option
+@_archive
+@_retention_option
+def update_bus(name: str, database: str, archive: bool | None, retention: str | None) -> None:
+    """Change the archive settings of bus NAME."""
+    kept = _retention(retention)
+    _show(call(database, lambda e: e.update_bus(name, archive=archive, retention=kept)))
+
+
+# ---- pipelines -----------------------------------------------------------------------------
+
+
+@click.group()
+def pipelines() -> None:
+    """Create, change, list, describe and delete pipelines."""
+
+
+def _pipeline_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--max-retry-attempts", type=int, help="Attempts in all (default 5)."),
+        click.option(
+            "--min-retry-delay", type=float, help="First retry delay, s (1-600, default 1)."
+        ),
+        click.option(
+            "--max-retry-delay", type=float, help="Longest retry delay, s (1-600, default 60)."
+        ),
+        click.option(
+            "--input-payload-format", type=click.Choice(["json"]), help="Require JSON data."
+        ),
+        click.option("--json-schema", help="JSON Schema the data must match (inline or @file)."),
+        click.option("--signing-secret", help="Sign deliveries (Standard Webhooks, whsec_...)."),
+        click.option(
+            "--allow-private/--no-allow-private",
+            default=None,
+            help="Allow private, loopback and link-local destination hosts.",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@pipelines.command("create")
+@click.argument("name")
+@database_option
+@click.option("--destination", required=True, help="http(s) URL, bus:NAME or queue:NAME.")
+@_pipeline_options
+def create_pipeline(name: str, database: str, destination: str, **options: Any) -> None:
+    """Create pipeline NAME delivering to --destination."""
+    fields = {
+        "max_attempts": options["max_retry_attempts"],
+        "min_retry_delay": _seconds(options["min_retry_delay"]),
+        "max_retry_delay": _seconds(options["max_retry_delay"]),
+    }
+    given = {key: value for key, value in fields.items() if value is not None}
+
+    def create(events: txqueue.Events) -> Any:
+        return events.create_pipeline(
+            name,
+            destination,
+            retry=txqueue.RetryPolicy(**given) if given else None,
+            input_payload_format=options["input_payload_format"],
+            json_schema=json_option(options["json_schema"], "--json-schema"),
+            signing_secret=options["signing_secret"],
+            allow_private=bool(options["allow_private"]),
+        )
+
+    _show(call(database, create))
+
+
+@pipelines.command("update")
+@click.argument("name")
+@database_option
+@click.option("--destination", help="http(s) URL, bus:NAME or queue:NAME.")
+@_pipeline_options
+@click.option("--clear-payload-format", is_flag=True, help="Remove the payload format and schema.")
+@click.option("--clear-signing-secret", is_flag=True, help="Stop signing deliveries.")
+def update_pipeline(name: str, database: str, destination: str | None, **options: Any) -> None:
+    """Change pipeline NAME; dispatchers apply it from their next attempt on."""
+    unchanged = UNCHANGED
+    changes: dict[str, Any] = {
+        "destination": destination,
+        "max_attempts": options["max_retry_attempts"],
+        "min_retry_delay": _seconds(options["min_retry_delay"]),
+        "max_retry_delay": _seconds(options["max_retry_delay"]),
+        "allow_private": options["allow_private"],
+    }
+    if options["clear_payload_format"]:
+        changes.update(input_payload_format=None, json_schema=None)
+    if options["input_payload_format"] is not None:
+        changes["input_payload_format"] = options["input_payload_format"]
+    if options["json_schema"] is not None:
+        changes["json_schema"] = json_option(options["json_schema"], "--json-schema")
+    secret = None if options["clear_signing_secret"] else options["signing_secret"] or unchanged
+    _show(call(database, lambda e: e.update_pipeline(name, signing_secret=secret, **changes)))
+
+
+# ---- enrollments ---------------------------------------------------------------------------
+
+
+@click.group()
+def enrollments() -> None:
+    """Create, change, list, describe and delete enrollments."""
+
+
+@enrollments.command("create")
+@click.argument("name")
+@database_option
+@click.option(
+    "--bus", "--message-bus", "bus", required=True, help="The bus whose events are matched."
+)
+@click.option(
+    "--pipeline", "--destination-pipeline", "pipeline", required=True, help="Where matches go."
+)
+@click.option(
+    "--cel-match", required=True, help='CEL condition, e.g. message.type == "x" (or "true").'
+)
+def create_enrollment(name: str, database: str, bus: str, pipeline: str, cel_match: str) -> None:
+    """Create enrollment NAME routing matching events of --bus to --pipeline."""
+    _show(
+        call(
+            database,
+            lambda e: e.create_enrollment(name, bus=bus, pipeline=pipeline, cel_match=cel_match),
+        )
+    )
+
+
+@enrollments.command("update")
+@click.argument("name")
+@database_option
+@click.option(
+    "--pipeline", "--destination-pipeline", "pipeline", help="Route matches here instead."
+)
+@click.option("--cel-match", help="The new CEL condition.")
+def update_enrollment(
+    name: str, database: str, pipeline: str | None, cel_match: str | None
+) -> None:
+    """Change the condition or pipeline of enrollment NAME."""
+    _show(
+        call(database, lambda e: e.update_enrollment(name, cel_match=cel_match, pipeline=pipeline))
+    )
+
+
+_COLUMNS = {
+    "buses": ["name", "archive", "retention_seconds", "update_time"],
+    "pipelines": ["name", "destination", "retry", "input_payload_format", "update_time"],
+    "enrollments": ["name", "bus", "pipeline", "cel_match", "update_time"],
+}
+
+
+def _add_common(group: click.Group, kind: str) -> None:
+    """``list``, ``describe`` and ``delete`` for one resource kind."""
+    noun = {"buses": "bus"}.get(kind, kind[:-1])
+
+    @group.command("list")
+    @database_option
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+    def list_command(database: str, as_json: bool) -> None:
+        found = call(database, lambda e: getattr(e, f"list_{kind}")())
+        _table(kind, found, _COLUMNS[kind], as_json)
+
+    @group.command("describe")
+    @click.argument("name")
+    @database_option
+    def describe_command(name: str, database: str) -> None:
+        _show(call(database, lambda e: getattr(e, f"get_{noun}")(name)))
+
+    @group.command("delete")
+    @click.argument("name")
+    @database_option
+    def delete_command(name: str, database: str) -> None:
+        call(database, lambda e: getattr(e, f"delete_{noun}")(name))
+        click.echo(f"deleted {noun} {name}")
+
+    list_command.help = f"List {kind}."
+    describe_command.help = f"Show one {noun} as JSON."
+    delete_command.help = f"Delete one {noun}."
+
+
+for _group, _kind in ((buses, "buses"), (pipelines, "pipelines"), (enrollments, "enrollments")):
+    _add_common(_group, _kind)

@@ -1,0 +1,304 @@
+"""AsyncEvents: the event layer's public face — configuration, publishing, archive, replay.
+
+Written by hand; ``txqueue/events/_sync/events.py`` (Events) is generated from this file by
+``tools/async_to_sync.py`` — edit here, then regenerate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, Literal, TypeVar
+
+from txqueue._async.database import AsyncTransaction
+from txqueue.core.retry import RetryPolicy
+from txqueue.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from txqueue.events._async.archive import AsyncArchive
+from txqueue.events.records import CONFIG, Catalog
+from txqueue.events.resources import (
+    BUS,
+    ENROLLMENT,
+    PIPELINE,
+    UNCHANGED,
+    Bus,
+    Destination,
+    Enrollment,
+    Pipeline,
+    Resource,
+    Unchanged,
+    encode_resource,
+    parse_destination,
+)
+
+__all__ = ["AsyncEvents"]
+
+_CONFIG_COLUMNS = ("kind", "name", "config", "create_time", "update_time")
+_KINDS = {BUS: "bus", PIPELINE: "pipeline", ENROLLMENT: "enrollment"}
+Keep = Literal[Unchanged.UNCHANGED]
+R = TypeVar("R", Bus, Pipeline, Enrollment)
+
+
+class AsyncEvents(AsyncArchive):
+    """The event layer over one database: configuration, publishing, archive and replay.
+
+    Configuration lives in the database, so every process sees the same buses, pipelines and
+    enrollments; routing happens at publish time, inside the publishing transaction.
+    """
+
+    async def create_bus(
+        self, name: str, *, archive: bool = True, retention: timedelta | None = timedelta(days=30)
+    ) -> Bus:
+        """Create a bus; with ``archive`` every message it receives is kept for ``retention``."""
+        return await self._create(Bus(name, archive, retention))
+
+    async def update_bus(
+        self,
+        name: str,
+        *,
+        archive: bool | None = None,
+        retention: timedelta | Keep | None = UNCHANGED,
+    ) -> Bus:
+        """Change a bus's archive settings (None / UNCHANGED keep the current value)."""
+
+        def change(bus: Bus) -> Bus:
+            return replace(
+                bus,
+                archive=bus.archive if archive is None else archive,
+                retention=bus.retention if retention is UNCHANGED else retention,
+            )
+
+        return await self._update(BUS, name, change)
+
+    async def create_pipeline(
+        self,
+        name: str,
+        destination: str,
+        *,
+        retry: RetryPolicy | None = None,
+        input_payload_format: str | None = None,
+        json_schema: dict[str, Any] | None = None,
+        signing_secret: str | None = None,
+        allow_private: bool = False,
+    ) -> Pipeline:
+        """Create a pipeline delivering to ``destination``: an http(s) URL, ``bus:NAME`` or
+        ``queue:NAME`` (a queue with one STRING key column, which receives the message_uid)."""
+        target = parse_destination(destination, allow_private)
+        await self._check_queue(target)
+        pipeline = Pipeline(
+            name,
+            target,
+            retry or RetryPolicy(),
+            input_payload_format,
+            json_schema,
+            signing_secret,
+            allow_private,
+        )
+        return await self._create(pipeline)
+
+    async def update_pipeline(
+        self,
+        name: str,
+        *,
+        destination: str | None = None,
+        retry: RetryPolicy | None = None,
+        max_attempts: int | None = None,
+        min_retry_delay: timedelta | None = None,
+        max_retry_delay: timedelta | None = None,
+        input_payload_format: str | Keep | None = UNCHANGED,
+        json_schema: dict[str, Any] | Keep | None = UNCHANGED,
+        signing_secret: str | Keep | None = UNCHANGED,
+        allow_private: bool | None = None,
+    ) -> Pipeline:
+        """Change a pipeline; dispatchers use the new settings from their next attempt on.
+
+        ``retry`` replaces the whole policy; ``max_attempts``, ``min_retry_delay`` and
+        ``max_retry_delay`` change one field each (as ``gcloud eventarc pipelines update``).
+        """
+        current = await self.get_pipeline(name)
+        private = current.allow_private if allow_private is None else allow_private
+        target: Destination | None = None
+        if destination is not None or allow_private is not None:
+            target = parse_destination(destination or str(current.destination), private)
+            await self._check_queue(target)
+
+        def change(pipeline: Pipeline) -> Pipeline:
+            policy = retry or pipeline.retry
+            policy = replace(
+                policy,
+                max_attempts=policy.max_attempts if max_attempts is None else max_attempts,
+                min_retry_delay=min_retry_delay or policy.min_retry_delay,
+                max_retry_delay=max_retry_delay or policy.max_retry_delay,
+            )
+            return Pipeline(
+                pipeline.name,
+                target or pipeline.destination,
+                policy,
+                _keep(input_payload_format, pipeline.input_payload_format),
+                _keep(json_schema, pipeline.json_schema),
+                _keep(signing_secret, pipeline.signing_secret),
+                private,
+            )
+
+        return await self._update(PIPELINE, name, change)
+
+    async def create_enrollment(
+        self, name: str, *, bus: str, pipeline: str, cel_match: str
+    ) -> Enrollment:
+        """Route the events of ``bus`` for which ``cel_match`` is true to ``pipeline``."""
+        return await self._create(Enrollment(name, bus, pipeline, cel_match))
+
+    async def update_enrollment(
+        self, name: str, *, cel_match: str | None = None, pipeline: str | None = None
+    ) -> Enrollment:
+        """Change an enrollment's condition or pipeline (its bus is fixed)."""
+
+        def change(enrollment: Enrollment) -> Enrollment:
+            return Enrollment(
+                enrollment.name,
+                enrollment.bus,
+                pipeline or enrollment.pipeline,
+                enrollment.cel_match if cel_match is None else cel_match,
+            )
+
+        return await self._update(ENROLLMENT, name, change)
+
+    async def get_bus(self, name: str) -> Bus:
+        """The bus named ``name``; NotFound when there is none."""
+        return _found(BUS, name, (await self.catalog()).buses.get(name))
+
+    async def get_pipeline(self, name: str) -> Pipeline:
+        """The pipeline named ``name``; NotFound when there is none."""
+        return _found(PIPELINE, name, (await self.catalog()).pipelines.get(name))
+
+    async def get_enrollment(self, name: str) -> Enrollment:
+        """The enrollment named ``name``; NotFound when there is none."""
+        return _found(ENROLLMENT, name, (await self.catalog()).enrollments.get(name))
+
+    async def list_buses(self) -> list[Bus]:
+        """Every bus, by name."""
+        return sorted((await self.catalog()).buses.values(), key=lambda r: r.name)
+
+    async def list_pipelines(self) -> list[Pipeline]:
+        """Every pipeline, by name."""
+        return sorted((await self.catalog()).pipelines.values(), key=lambda r: r.name)
+
+    async def list_enrollments(self, bus: str | None = None) -> list[Enrollment]:
+        """Every enrollment (of ``bus``, if given), by name."""
+        found = (await self.catalog()).enrollments.values()
+        return sorted((e for e in found if bus in (None, e.bus)), key=lambda r: r.name)
+
+    async def delete_bus(self, name: str) -> None:
+        """Delete a bus; FailedPrecondition while enrollments or pipelines refer to it."""
+        await self._delete(BUS, name)
+
+    async def delete_pipeline(self, name: str) -> None:
+        """Delete a pipeline; FailedPrecondition while enrollments route to it.
+
+        Deliveries still pending for it fail (permanently) when a dispatcher reaches them.
+        """
+        await self._delete(PIPELINE, name)
+
+    async def delete_enrollment(self, name: str) -> None:
+        """Delete an enrollment; events published afterwards are no longer routed by it."""
+        await self._delete(ENROLLMENT, name)
+
+    async def _check_queue(self, target: Destination) -> None:
+        """A queue destination must exist, keyed by one STRING column (the message_uid)."""
+        if target.kind != "queue":
+            return
+        from txqueue.core.schema import ColumnType
+
+        queue = await self.database.queue(target.target)
+        keys = queue.key_columns
+        if len(keys) != 1 or keys[0].type is not ColumnType.STRING or keys[0].array:
+            raise InvalidArgument(
+                f"destination queue {queue.name} must have exactly one STRING key column "
+                "(it receives the message_uid)"
+            )
+        if keys[0].length is not None and keys[0].length < 36:
+            raise InvalidArgument(
+                f"destination queue {queue.name}: key column {keys[0].name} must hold at "
+                "least 36 characters (a UUID)"
+            )
+
+    async def _create(self, resource: R) -> R:
+        await self.ensure_tables()
+        kind, config = encode_resource(resource)
+
+        async def write(txn: AsyncTransaction) -> R:
+            catalog = await self.catalog(txn)
+            if resource.name in catalog.of(kind):
+                raise AlreadyExists(f"{_KINDS[kind]} {resource.name!r} already exists")
+            _check_references(resource, catalog)
+            now = self._now()
+            await txn.insert(CONFIG, _CONFIG_COLUMNS, [(kind, resource.name, config, now, now)])
+            return replace(resource, create_time=now, update_time=now)
+
+        return await self.database.run_in_transaction(write)
+
+    async def _update(self, kind: str, name: str, change: Callable[[R], R]) -> R:
+        await self.ensure_tables()
+
+        async def write(txn: AsyncTransaction) -> R:
+            current: R = _found(kind, name, (await self.catalog(txn)).of(kind).get(name))
+            updated = change(current)
+            _check_references(updated, await self.catalog(txn))
+            now = self._now()
+            _, config = encode_resource(updated)
+            columns = ("kind", "name", "config", "update_time")
+            await txn.update(CONFIG, columns, [(kind, name, config, now)])
+            return replace(updated, create_time=current.create_time, update_time=now)
+
+        return await self.database.run_in_transaction(write)
+
+    async def _delete(self, kind: str, name: str) -> None:
+        async def write(txn: AsyncTransaction) -> None:
+            catalog = await self.catalog(txn)
+            if name not in catalog.of(kind):
+                raise NotFound(f"{_KINDS[kind]} {name!r} does not exist")
+            users = [
+                f"enrollment {e.name!r}"
+                for e in catalog.enrollments.values()
+                if (kind, name) in ((BUS, e.bus), (PIPELINE, e.pipeline))
+            ]
+            if kind == BUS:
+                users += [
+                    f"pipeline {p.name!r}"
+                    for p in catalog.pipelines.values()
+                    if p.destination == Destination("bus", name)
+                ]
+            if users:
+                raise FailedPrecondition(
+                    f"{_KINDS[kind]} {name!r} is in use by {', '.join(users)}: delete or change "
+                    "those first"
+                )
+            await txn.delete(CONFIG, [(kind, name)])
+
+        if not await self._exists():
+            raise NotFound(f"{_KINDS[kind]} {name!r} does not exist")
+        await self.database.run_in_transaction(write)
+
+
+def _found(kind: str, name: str, value: R | None) -> R:
+    if value is None:
+        raise NotFound(f"{_KINDS[kind]} {name!r} does not exist")
+    return value
+
+
+def _keep(value: Any, current: Any) -> Any:
+    return current if value is UNCHANGED else value
+
+
+def _check_references(resource: Resource, catalog: Catalog) -> None:
+    if isinstance(resource, Enrollment):
+        if resource.bus not in catalog.buses:
+            raise NotFound(f"bus {resource.bus!r} does not exist")
+        if resource.pipeline not in catalog.pipelines:
+            raise NotFound(f"pipeline {resource.pipeline!r} does not exist")
+    elif (
+        isinstance(resource, Pipeline)
+        and resource.destination.kind == "bus"
+        and resource.destination.target not in catalog.buses
+    ):
+        raise NotFound(f"destination bus {resource.destination.target!r} does not exist")

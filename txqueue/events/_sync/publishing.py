@@ -1,0 +1,145 @@
+# Generated from txqueue/events/_async/publishing.py by tools/async_to_sync.py: edit that file, then regenerate.
+"""Publisher: the event layer's storage and publishing, under Archive and Events.
+
+Written by hand; ``txqueue/events/_sync/publishing.py`` is generated from this file by
+``tools/async_to_sync.py`` — edit here, then regenerate.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import weakref
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from txqueue._sync._compat import Lock
+from txqueue._sync.database import Database, Transaction
+from txqueue.errors import NotFound
+from txqueue.events._sync.access import engine_query
+from txqueue.events.cloudevent import CloudEvent, attributes_of, coerce_event, to_json
+from txqueue.events.records import (
+    ATTEMPT_COLUMNS,
+    ATTEMPTS,
+    CONFIG,
+    CONFIG_QUERY,
+    DELIVERIES,
+    MESSAGE_COLUMNS,
+    MESSAGES,
+    TABLES,
+    Catalog,
+    Delivery,
+    DeliveryAttempt,
+    Sql,
+)
+from txqueue.events.resources import check_resource_name
+
+__all__ = ["Publisher"]
+
+
+class Publisher:
+    """Reads the configuration and publishes: what both Events and the dispatcher need."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._sql = Sql(database.engine)
+        self._ready = False
+        self._lock = Lock()
+        # One configuration read per transaction, however many events it publishes.
+        self._catalogs: weakref.WeakKeyDictionary[Transaction, Catalog]
+        self._catalogs = weakref.WeakKeyDictionary()
+
+    def _now(self) -> datetime:
+        return self.database.now() or datetime.now(timezone.utc)
+
+    def ensure_tables(self) -> None:
+        """Create the event layer's tables when missing (done by every create_* call)."""
+        if self._ready:
+            return
+        with self._lock:
+            if not self._ready:
+                self.database.ensure_internal_tables(TABLES)
+                self._ready = True
+
+    def _exists(self) -> bool:
+        if self._ready:
+            return True
+        try:
+            self.database.table(CONFIG)
+        except NotFound:
+            return False
+        return True
+
+    def _query(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        if not self._exists():
+            return []
+        return engine_query(self.database, self._sql.text(sql), params)
+
+    def catalog(self, transaction: Transaction | None = None) -> Catalog:
+        """Every bus, pipeline and enrollment, read now (inside ``transaction`` if given)."""
+        if not self._exists():
+            return Catalog([])
+        return Catalog.from_rows(engine_query(self.database, CONFIG_QUERY, None, transaction))
+
+    # ---- publishing --------------------------------------------------------------------------
+
+    def publish(self, bus: str, event: Any, *, txn: Transaction | None = None) -> str:
+        """Publish a CloudEvent (SDK object or JSON-form mapping) to ``bus``; return its message_uid.
+
+        With ``txn`` the event is stored and routed inside that transaction, so it exists
+        exactly when the caller's writes commit; without, it commits on its own. Each publish
+        gets a new message_uid, even of the same event. An invalid event (InvalidArgument) or
+        an unknown bus (NotFound) fails here, before anything is stored.
+        """
+        checked = coerce_event(event)
+        check_resource_name(bus, "bus")
+        if not self._exists():
+            raise NotFound(f"bus {bus!r} does not exist")
+        if txn is not None:
+            return self.publish_checked(txn, bus, checked)
+        return self.database.run_in_transaction(self.publish_checked, bus, checked)
+
+    def publish_checked(
+        self,
+        txn: Transaction,
+        bus: str,
+        event: CloudEvent,
+        *,
+        hops: int = 0,
+        pipelines: Sequence[str] | None = None,
+        replay_of: str | None = None,
+        message_uid: str | None = None,
+    ) -> str:
+        """Store and route a checked event in ``txn`` (for the dispatcher and replay).
+
+        ``pipelines`` bypasses the enrollments and routes to exactly those pipelines. The
+        configuration is read once per transaction: its later events route the same way.
+        """
+        catalog = self._catalogs.get(txn)
+        if catalog is None:
+            catalog = self._catalogs[txn] = self.catalog(txn)
+        config = catalog.buses.get(bus)
+        if config is None:
+            raise NotFound(f"bus {bus!r} does not exist")
+        uid = message_uid or str(uuid.uuid4())
+        now = self._now()
+        if pipelines is None:
+            routes = catalog.routes(bus, attributes_of(event))
+        else:
+            routes = sorted(set(pipelines))
+        document = to_json(event)
+        if config.archive:
+            text = json.dumps(document, separators=(",", ":"))
+            row = (uid, bus, event.get_id(), event.get_source(), event.get_type(), text, now)
+            txn.insert(MESSAGES, MESSAGE_COLUMNS, [(*row, replay_of)])
+            if not routes:
+                error = f"no enrollment of bus {bus!r} matched"
+                attempt = DeliveryAttempt(
+                    uid, "", 1, bus, now, "failed", "permanent", None, error, None
+                )
+                txn.insert(ATTEMPTS, ATTEMPT_COLUMNS, [attempt.row()])
+        payload = Delivery(bus, document, 0, hops).encode()
+        for pipeline in routes:
+            txn.send(DELIVERIES, (pipeline, uid), payload)
+        return uid

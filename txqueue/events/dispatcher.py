@@ -1,0 +1,418 @@
+"""The dispatcher: delivers every pipeline's pending deliveries, retrying what is transient.
+
+Each delivery is a message of the internal queue ``txqueue_event_deliveries``, received under
+a lease: several dispatchers (processes, hosts) never attempt one delivery at the same time,
+and a dispatcher that dies mid-attempt leaves the message to be received again once its lease
+expires, so no delivery is lost (delivery is at-least-once).
+
+Every attempt ends in one transaction (see `recorder`) that acks the delivery with its lease
+token, writes the attempt-log row and, for a retry, sends the delivery again with deliver time
+now + `next_delay`. HTTP attempts run on a thread pool of ``concurrency`` threads with the
+synchronous deliverer (half the CPU of httpx's asyncio client). Delays are measured on the
+dispatcher host's clock.
+
+Configuration is re-read at most every ``config_refresh`` (1 s), so ``update`` of a pipeline
+applies from the next attempt on, without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import txqueue
+from txqueue._async.database import AsyncDatabase, AsyncTransaction
+from txqueue.core.schema import ColumnType
+from txqueue.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    TxqueueError,
+)
+from txqueue.events._async.events import AsyncEvents
+from txqueue.events.cloudevent import CloudEvent, from_json, to_binary_http, to_json
+from txqueue.events.delivery import Attempt, HttpDeliverer
+from txqueue.events.outcomes import Outcome, next_delay
+from txqueue.events.payloads import payload_problem
+from txqueue.events.recorder import AttemptRecord, LeaseLost, Recorder, Write
+from txqueue.events.records import DELIVERIES, Catalog, Delivery
+from txqueue.events.records import DeliveryAttempt as LogRow
+from txqueue.events.resources import Pipeline
+from txqueue.events.signing import sign
+from txqueue.models import Message
+
+__all__ = ["AsyncDispatcher", "Dispatcher", "DispatcherStats"]
+
+logger = logging.getLogger("txqueue.events")
+
+#: Longest a receive stream stays open: bounds how long a stop request waits.
+RECEIVE_WINDOW = timedelta(seconds=0.5)
+#: A bus-to-bus forward chain longer than this is a loop, failed permanently.
+MAX_HOPS = 8
+_ZERO = timedelta(0)
+
+
+@dataclass
+class DispatcherStats:
+    """Counts of one dispatcher's attempts since it started."""
+
+    attempts: int = 0
+    delivered: int = 0
+    retried: int = 0
+    failed: int = 0
+
+
+class AsyncDispatcher:
+    """Delivers for every pipeline of ``database`` until `stop` is called.
+
+    ``concurrency`` bounds attempts in flight; ``attempt_timeout`` bounds one HTTP attempt,
+    and the lease on a delivery is twice that plus 5 s. Every ``purge_interval`` the
+    dispatcher purges archive and log rows past their bus's retention (None: never).
+    """
+
+    def __init__(
+        self,
+        database: AsyncDatabase,
+        *,
+        concurrency: int = 8,
+        attempt_timeout: timedelta = timedelta(seconds=30),
+        config_refresh: timedelta = timedelta(seconds=1),
+        purge_interval: timedelta | None = timedelta(minutes=10),
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidArgument(f"concurrency must be a positive integer, got {concurrency!r}")
+        self.database = database
+        self.events = AsyncEvents(database)
+        self.concurrency = concurrency
+        self.attempt_timeout = attempt_timeout
+        self.lease = attempt_timeout * 2 + timedelta(seconds=5)
+        self.config_refresh = config_refresh.total_seconds()
+        self.purge_interval = purge_interval
+        self.stats = DispatcherStats()
+        self._stopping = asyncio.Event()
+        self._catalog: Catalog | None = None
+        self._loaded_at = 0.0
+        self._deliverer: HttpDeliverer | None = None
+        self._http_threads: ThreadPoolExecutor | None = None
+        self._recorder = Recorder(database)
+
+    def stop(self) -> None:
+        """Ask `run` to finish: attempts in flight complete, nothing new is received."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Receive and deliver until `stop`; errors of one delivery never end the loop."""
+        await self.events.ensure_tables()
+        slots = asyncio.Semaphore(self.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        next_purge = time.monotonic()
+        recorder = asyncio.create_task(self._recorder.run())
+        self._deliverer = HttpDeliverer(self.attempt_timeout)
+        self._http_threads = ThreadPoolExecutor(self.concurrency, "txqueue-http")
+        try:
+            while not self._stopping.is_set():
+                if self.purge_interval is not None and time.monotonic() >= next_purge:
+                    next_purge = time.monotonic() + self.purge_interval.total_seconds()
+                    await self._purge()
+                try:
+                    await self._receive(slots, tasks)
+                except TxqueueError as error:
+                    logger.warning("receiving deliveries failed (%s); retrying in 1 s", error)
+                    await self._pause(1.0)
+        finally:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            recorder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recorder
+            self._http_threads.shutdown()
+            self._deliverer.close()
+
+    async def _receive(self, slots: asyncio.Semaphore, tasks: set[asyncio.Task[None]]) -> None:
+        stream = self.database.receive(
+            DELIVERIES,
+            max_duration=RECEIVE_WINDOW,
+            max_batch_size=self.concurrency,
+            lease_duration=self.lease,
+        )
+        try:
+            async for message in stream:
+                await slots.acquire()
+                task = asyncio.create_task(self._attempt(message))
+                tasks.add(task)
+
+                def done(finished: asyncio.Task[None]) -> None:
+                    tasks.discard(finished)
+                    slots.release()
+
+                task.add_done_callback(done)
+                if self._stopping.is_set():
+                    break
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()  # releases received messages not handed out yet
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _purge(self) -> None:
+        try:
+            messages, attempts = await self.events.purge()
+        except TxqueueError as error:
+            logger.warning("purging the event archive failed: %s", error)
+            return
+        if messages or attempts:
+            logger.info("purged %d archived messages and %d attempt rows", messages, attempts)
+
+    async def _pipeline(self, name: str) -> Pipeline | None:
+        """The pipeline's current settings (at most ``config_refresh`` old, never missing one
+        created after the last read)."""
+        pipeline = (await self._config()).pipelines.get(name)
+        if pipeline is None:
+            pipeline = (await self._config(force=True)).pipelines.get(name)
+        return pipeline
+
+    async def _config(self, force: bool = False) -> Catalog:
+        stale = time.monotonic() - self._loaded_at >= self.config_refresh
+        if self._catalog is None or stale or force:
+            self._catalog = await self.events.catalog()
+            self._loaded_at = time.monotonic()
+        return self._catalog
+
+    async def _attempt(self, message: Message) -> None:
+        """Make one attempt of one delivery and record it; never raises."""
+        try:
+            await self._attempt_unguarded(message)
+        except Exception:  # a bug or an outage: the lease expires and the attempt is redone
+            logger.exception("delivery %s failed unexpectedly; it will be retried", message.key)
+
+    async def _attempt_unguarded(self, message: Message) -> None:
+        name, uid = message.key
+        try:
+            delivery = Delivery.decode(message.payload)
+        except (ValueError, KeyError, TypeError) as error:  # not written by txqueue: keep it
+            reason = f"unreadable delivery payload: {error!r}"
+            await self.database.dead_letter(DELIVERIES, message.key, message.lease_token, reason)
+            logger.error("delivery %s/%s dead-lettered: %s", name, uid, reason)
+            return
+        started = self.database.now() or datetime.now(timezone.utc)
+        pipeline = await self._pipeline(name)
+        event: CloudEvent | None = None
+        try:
+            event = from_json(delivery.event)
+        except InvalidArgument as error:
+            problem: str | None = f"stored event is invalid: {error}"
+        else:
+            problem = _problem(pipeline, name, event, delivery)
+        if problem is not None or pipeline is None or event is None:
+            attempt = Attempt(None, Outcome.PERMANENT, problem, _ZERO, None)
+            await self._finish(message, delivery, pipeline, attempt, started)
+            return
+        if pipeline.destination.kind == "http":
+            assert self._deliverer is not None and self._http_threads is not None
+            headers, body = to_binary_http(event, uid)
+            if pipeline.signing_secret is not None:
+                headers.update(sign(pipeline.signing_secret, uid, int(time.time()), body))
+            attempt = await asyncio.get_running_loop().run_in_executor(
+                self._http_threads,
+                self._deliverer.deliver,
+                pipeline.destination.target,
+                headers,
+                body,
+            )
+            await self._finish(message, delivery, pipeline, attempt, started)
+            return
+        forward = self._forward(pipeline, event, uid, delivery)
+        clock = time.monotonic()
+        success = Attempt(None, Outcome.SUCCESS, None, _ZERO, None)
+        try:
+            await self._finish(message, delivery, pipeline, success, started, forward, clock)
+        except (NotFound, InvalidArgument, AlreadyExists) as error:
+            failed = Attempt(None, Outcome.PERMANENT, str(error), _elapsed(clock), None)
+            await self._finish(message, delivery, pipeline, failed, started)
+        except TxqueueError as error:  # the database is unavailable, or too busy: try again
+            failed = Attempt(None, Outcome.TRANSIENT, str(error), _elapsed(clock), None)
+            await self._finish(message, delivery, pipeline, failed, started)
+
+    def _forward(
+        self, pipeline: Pipeline, event: CloudEvent, uid: str, delivery: Delivery
+    ) -> Write:
+        """The write that delivers to a bus or a queue, inside the attempt's transaction."""
+        target = pipeline.destination.target
+        if pipeline.destination.kind == "bus":
+
+            async def to_bus(txn: AsyncTransaction) -> None:
+                await self.events.publish_checked(txn, target, event, hops=delivery.hops + 1)
+
+            return to_bus
+
+        async def to_queue(txn: AsyncTransaction) -> None:
+            column = (await self.database.queue(target)).payload_column
+            document = {**to_json(event), "messageuid": uid}
+            text = json.dumps(document, separators=(",", ":"))
+            payload: Any = {
+                ColumnType.JSON: document,
+                ColumnType.BYTES: text.encode(),
+            }.get(column.type, text)
+            await txn.send(target, (uid,), payload)
+
+        return to_queue
+
+    async def _finish(
+        self,
+        message: Message,
+        delivery: Delivery,
+        pipeline: Pipeline | None,
+        attempt: Attempt,
+        started: datetime,
+        forward: Write | None = None,
+        clock: float | None = None,
+    ) -> None:
+        """Ack, log and (for a retry) resend the delivery, all in one transaction."""
+        name, uid = message.key
+        number = delivery.attempts + 1
+        delay = None
+        error = attempt.error
+        if attempt.outcome is Outcome.SUCCESS:
+            state = "delivered"
+        elif (
+            attempt.outcome is Outcome.TRANSIENT
+            and pipeline is not None
+            and pipeline.retry.should_retry(number)
+        ):
+            state, delay = "retrying", next_delay(pipeline.retry, number, attempt.retry_after)
+        else:
+            state = "failed"
+            if attempt.outcome is Outcome.TRANSIENT:
+                error = f"{error} (gave up after {number} attempt(s))"
+
+        row = LogRow(
+            uid, name, number, delivery.bus, started, state, attempt.outcome.value,
+            attempt.status, error, attempt.latency, delay,
+        )  # fmt: skip
+        resend = None
+        if delay is not None:
+            when = (self.database.now() or datetime.now(timezone.utc)) + delay
+            resend = (replace(delivery, attempts=number).encode(), when)
+        record = AttemptRecord(message.key, message.lease_token, row, resend, forward, clock)
+        try:
+            await self._recorder.record(record)
+        except LeaseLost as lost:
+            logger.warning("delivery %s/%s: lease lost before recording (%s)", name, uid, lost)
+            return
+        self.stats.attempts += 1
+        if state == "delivered":
+            self.stats.delivered += 1
+        elif state == "retrying":
+            self.stats.retried += 1
+            logger.info(
+                "delivery %s/%s attempt %d: %s; retry in %s", name, uid, number, error, delay
+            )
+        else:
+            self.stats.failed += 1
+            logger.warning("delivery %s/%s failed for good: %s", name, uid, error)
+
+
+def _problem(
+    pipeline: Pipeline | None, name: str, event: CloudEvent, delivery: Delivery
+) -> str | None:
+    """Why the delivery fails before reaching its destination, or None (seed 004: permanent)."""
+    if pipeline is None:
+        return f"pipeline {name!r} does not exist (deleted after the event was routed)"
+    if pipeline.destination.kind == "bus" and delivery.hops >= MAX_HOPS:
+        return f"routing loop: the event was forwarded between buses {delivery.hops} times"
+    return payload_problem(event, pipeline.input_payload_format, pipeline.json_schema)
+
+
+def _elapsed(clock: float) -> timedelta:
+    return timedelta(seconds=time.monotonic() - clock)
+
+
+def with_pool_size(url: str, size: int) -> str:
+    """``url`` with a PostgreSQL pool of ``size`` connections, unless it sets one itself."""
+    parts = urlsplit(url)
+    if not parts.scheme.lower().startswith("postgres"):
+        return url
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "pool_size" for key, _ in query):
+        return url
+    return urlunsplit(parts._replace(query=urlencode([*query, ("pool_size", str(size))])))
+
+
+class Dispatcher:
+    """An `AsyncDispatcher` on its own thread and event loop, for synchronous programs.
+
+    ``with Dispatcher(url, concurrency=4): ...`` delivers while the block runs. The
+    dispatcher opens its own connections (a PostgreSQL pool of concurrency + 2 unless the
+    URL sets ``pool_size``).
+    """
+
+    def __init__(self, url: str, **options: Any) -> None:
+        self.url = url
+        self.options = options
+        self.stats = DispatcherStats()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dispatcher: AsyncDispatcher | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self, timeout: float = 30.0) -> Dispatcher:
+        """Start delivering on a background thread; return once the dispatcher runs."""
+        self._thread = threading.Thread(target=self._run, name="txqueue-dispatcher", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout) and self._error is None:
+            raise TimeoutError("the dispatcher did not start in time")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def run(self) -> None:
+        """Deliver in this thread until `stop` is called from another one."""
+        asyncio.run(self._main())
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        except BaseException as error:  # handed to the thread calling start() or stop()
+            self._error = error
+            self._ready.set()
+
+    async def _main(self) -> None:
+        size = self.options.get("concurrency", 8) + 2
+        database = await txqueue.connect_async(with_pool_size(self.url, size))
+        try:
+            self._dispatcher = AsyncDispatcher(database, **self.options)
+            self.stats = self._dispatcher.stats
+            await self._dispatcher.events.ensure_tables()
+            self._loop = asyncio.get_running_loop()
+            self._ready.set()
+            await self._dispatcher.run()
+        finally:
+            await database.close()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop delivering (attempts in flight finish) and wait for the thread to end."""
+        if self._loop is not None and self._dispatcher is not None:
+            self._loop.call_soon_threadsafe(self._dispatcher.stop)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> Dispatcher:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

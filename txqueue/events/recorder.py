@@ -1,0 +1,109 @@
+"""Recording attempts: ack the delivery, log the attempt, resend it for a retry — atomically.
+
+Every attempt ends in a transaction that acks the delivery message with its lease token,
+inserts the attempt-log row and, for a retry, sends the delivery again with a later deliver
+time. The log and the queue therefore never disagree, and a dispatcher that lost its lease
+records nothing (`LeaseLost`).
+
+The recorder commits these transactions in groups: one commit for all the attempts finished
+meanwhile, with one multi-row insert. A group that fails is redone one attempt per
+transaction, so each attempt gets its own outcome. It also keeps one writer per dispatcher,
+which SQLite needs anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from txqueue._async.database import AsyncDatabase, AsyncTransaction
+from txqueue.errors import FailedPrecondition, NotFound, TxqueueError
+from txqueue.events.records import ATTEMPT_COLUMNS, ATTEMPTS, DELIVERIES, DeliveryAttempt
+
+__all__ = ["AttemptRecord", "LeaseLost", "Recorder", "Write"]
+
+Write = Callable[[AsyncTransaction], Awaitable[None]]
+
+
+class LeaseLost(TxqueueError):
+    """The delivery's lease passed to another dispatcher before this attempt was recorded."""
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """What one finished attempt writes.
+
+    ``resend`` is the delivery's next payload and deliver time, for a retry. ``forward`` is
+    the write that delivers to a bus or a queue; its latency is measured from ``clock``.
+    """
+
+    key: tuple[str, str]
+    lease_token: str
+    row: DeliveryAttempt
+    resend: tuple[str, datetime] | None = None
+    forward: Write | None = None
+    clock: float | None = None
+
+
+class Recorder:
+    """Commits attempt records in groups of up to ``limit``; see the module docstring."""
+
+    def __init__(self, database: AsyncDatabase, limit: int = 64) -> None:
+        self._database = database
+        self._limit = limit
+        self._pending: asyncio.Queue[tuple[AttemptRecord, asyncio.Future[None]]]
+        self._pending = asyncio.Queue()
+
+    async def record(self, record: AttemptRecord) -> None:
+        """Commit ``record`` (with others); raise LeaseLost or the forward's error."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.put_nowait((record, done))
+        await done
+
+    async def run(self) -> None:
+        """Commit pending records until cancelled."""
+        while True:
+            group = [await self._pending.get()]
+            while len(group) < self._limit and not self._pending.empty():
+                group.append(self._pending.get_nowait())
+            if len(group) > 1:
+                try:
+                    await self._database.run_in_transaction(apply, [r for r, _ in group])
+                except Exception:
+                    pass  # redone one by one below
+                else:
+                    for _, done in group:
+                        done.set_result(None)
+                    continue
+            for record, done in group:
+                try:
+                    await self._database.run_in_transaction(apply, [record])
+                except Exception as error:
+                    done.set_exception(error)
+                else:
+                    done.set_result(None)
+
+
+async def apply(txn: AsyncTransaction, records: list[AttemptRecord]) -> None:
+    """Write ``records`` in ``txn``: forwards, acks, one log insert, resends."""
+    rows = []
+    for record in records:
+        row = record.row
+        if record.forward is not None:
+            await record.forward(txn)  # NotFound, InvalidArgument: the destination's fault
+            if record.clock is not None:
+                row = replace(row, latency=timedelta(seconds=time.monotonic() - record.clock))
+        rows.append(row.row())
+    try:
+        for record in records:
+            await txn.ack(DELIVERIES, record.key, lease_token=record.lease_token)
+        await txn.insert(ATTEMPTS, ATTEMPT_COLUMNS, rows)  # also applies buffered acks
+    except (FailedPrecondition, NotFound) as lost:
+        raise LeaseLost(str(lost)) from lost
+    for record in records:
+        if record.resend is not None:
+            payload, when = record.resend
+            await txn.send(DELIVERIES, record.key, payload, deliver_time=when)

@@ -1,0 +1,298 @@
+"""The event layer's tables, the rows it reads back, and the bits of SQL both engines accept.
+
+Four internal tables (created with ``ensure_internal_tables``, names reserved to txqueue):
+
+- ``txqueue_event_config``: one row per bus, pipeline and enrollment (config as JSON);
+- ``txqueue_event_deliveries``: a queue, one message per (pipeline, message_uid) to deliver;
+- ``txqueue_event_messages``: the archive, one row per published message;
+- ``txqueue_event_attempts``: the attempt log, one row per delivery attempt.
+
+Writes go through mutations. Reads are plain ``SELECT``s over these tables: the only engine
+differences are the parameter marker (``?`` or ``%s``) and SQLite's TIMESTAMP storage
+(integer microseconds), both handled here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from txqueue.core.durations import from_micros, to_micros
+from txqueue.core.schema import Column, ColumnType, Table
+from txqueue.events.cloudevent import CloudEvent, from_json
+from txqueue.events.matching import prepare
+from txqueue.events.resources import (
+    BUS,
+    ENROLLMENT,
+    PIPELINE,
+    Bus,
+    Enrollment,
+    Pipeline,
+    Resource,
+    decode_resource,
+)
+
+__all__ = [
+    "ATTEMPTS",
+    "CONFIG",
+    "DELIVERIES",
+    "MESSAGES",
+    "TABLES",
+    "ArchivedMessage",
+    "Catalog",
+    "Delivery",
+    "DeliveryAttempt",
+    "Sql",
+    "UndeliveredMessage",
+]
+
+CONFIG = "txqueue_event_config"
+DELIVERIES = "txqueue_event_deliveries"
+MESSAGES = "txqueue_event_messages"
+ATTEMPTS = "txqueue_event_attempts"
+
+_S, _T, _I, _F = ColumnType.STRING, ColumnType.TIMESTAMP, ColumnType.INT64, ColumnType.FLOAT64
+
+
+def _columns(*spec: tuple[str, ColumnType, bool]) -> tuple[Column, ...]:
+    return tuple(Column(name, kind, nullable) for name, kind, nullable in spec)
+
+
+TABLES = (
+    Table(
+        CONFIG,
+        _columns(
+            ("kind", _S, False),
+            ("name", _S, False),
+            ("config", _S, False),
+            ("create_time", _T, False),
+            ("update_time", _T, False),
+        ),
+        ("kind", "name"),
+    ),
+    Table(
+        DELIVERIES,
+        _columns(("pipeline", _S, False), ("message_uid", _S, False), ("payload", _S, False)),
+        ("pipeline", "message_uid"),
+        is_queue=True,
+    ),
+    Table(
+        MESSAGES,
+        _columns(
+            ("message_uid", _S, False),
+            ("bus", _S, False),
+            ("event_id", _S, False),
+            ("event_source", _S, False),
+            ("event_type", _S, False),
+            ("event", _S, False),
+            ("publish_time", _T, False),
+            ("replay_of", _S, True),
+        ),
+        ("message_uid",),
+    ),
+    Table(
+        ATTEMPTS,
+        _columns(
+            ("message_uid", _S, False),
+            ("pipeline", _S, False),
+            ("attempt", _I, False),
+            ("bus", _S, False),
+            ("attempt_time", _T, False),
+            ("state", _S, False),
+            ("outcome", _S, True),
+            ("status", _I, True),
+            ("error", _S, True),
+            ("latency_seconds", _F, True),
+            ("retry_delay_seconds", _F, True),
+        ),
+        ("message_uid", "pipeline", "attempt"),
+    ),
+)
+
+#: Columns of an attempt-log row, in the order `DeliveryAttempt.row` gives them.
+ATTEMPT_COLUMNS = tuple(c.name for c in TABLES[3].columns)
+MESSAGE_COLUMNS = tuple(c.name for c in TABLES[2].columns)
+
+
+class Sql:
+    """The engine differences of plain SQL: parameter markers and TIMESTAMP values."""
+
+    def __init__(self, engine: str) -> None:
+        self.sqlite = engine == "sqlite"
+
+    def text(self, sql: str) -> str:
+        """``sql`` written with ``?`` markers, in the engine's marker style."""
+        return sql if self.sqlite else sql.replace("?", "%s")
+
+    def time(self, value: datetime) -> Any:
+        """A TIMESTAMP parameter."""
+        return to_micros(value) if self.sqlite else value
+
+    @staticmethod
+    def read_time(value: Any) -> datetime:
+        """A TIMESTAMP as read back: integer µs (SQLite) or a datetime (PostgreSQL), in UTC."""
+        if isinstance(value, datetime):
+            return value.astimezone(timezone.utc)
+        return from_micros(int(value))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The payload of one delivery message: the event, its bus, and attempts made so far.
+
+    ``hops`` counts bus-to-bus forwards, so a pipeline loop ends instead of running forever.
+    """
+
+    bus: str
+    event: dict[str, Any]
+    attempts: int = 0
+    hops: int = 0
+
+    def encode(self) -> str:
+        return json.dumps(
+            {"bus": self.bus, "event": self.event, "attempts": self.attempts, "hops": self.hops},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, payload: str) -> Delivery:
+        data = json.loads(payload)
+        return cls(data["bus"], data["event"], int(data["attempts"]), int(data.get("hops", 0)))
+
+
+@dataclass(frozen=True)
+class DeliveryAttempt:
+    """One row of the attempt log.
+
+    ``state`` is what the attempt left behind: ``delivered``, ``retrying`` (another attempt
+    follows after ``retry_delay``), ``failed`` (for good) or ``replayed`` (a marker written
+    when an undelivered message is republished). ``pipeline`` is empty for a message that no
+    enrollment matched. ``outcome`` is ``success``, ``transient`` or ``permanent``.
+    """
+
+    message_uid: str
+    pipeline: str
+    attempt: int
+    bus: str
+    time: datetime
+    state: str
+    outcome: str | None
+    status: int | None
+    error: str | None
+    latency: timedelta | None
+    retry_delay: timedelta | None = None
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.message_uid,
+            self.pipeline,
+            self.attempt,
+            self.bus,
+            self.time,
+            self.state,
+            self.outcome,
+            self.status,
+            self.error,
+            None if self.latency is None else self.latency.total_seconds(),
+            None if self.retry_delay is None else self.retry_delay.total_seconds(),
+        )
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> DeliveryAttempt:
+        latency, delay = row[9], row[10]
+        return cls(
+            row[0],
+            row[1],
+            int(row[2]),
+            row[3],
+            Sql.read_time(row[4]),
+            row[5],
+            row[6],
+            None if row[7] is None else int(row[7]),
+            row[8],
+            None if latency is None else timedelta(seconds=latency),
+            None if delay is None else timedelta(seconds=delay),
+        )
+
+
+@dataclass(frozen=True)
+class ArchivedMessage:
+    """One archived message: what a bus received, under the uid of that publish."""
+
+    message_uid: str
+    bus: str
+    event: CloudEvent
+    publish_time: datetime
+    replay_of: str | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> ArchivedMessage:
+        # row: message_uid, bus, event_id, event_source, event_type, event, publish_time, ...
+        return cls(row[0], row[1], from_json(json.loads(row[5])), Sql.read_time(row[6]), row[7])
+
+
+@dataclass(frozen=True)
+class UndeliveredMessage:
+    """An archived message whose delivery to ``pipeline`` failed for good, with the last failure.
+
+    ``pipeline`` is empty when no enrollment matched the message (a failure before routing).
+    """
+
+    message_uid: str
+    bus: str
+    pipeline: str
+    event: CloudEvent
+    publish_time: datetime
+    attempts: int
+    status: int | None
+    error: str | None
+    failure_time: datetime
+
+
+class Catalog:
+    """Every bus, pipeline and enrollment at one moment, indexed for routing."""
+
+    def __init__(self, resources: list[Resource]) -> None:
+        self.buses: dict[str, Bus] = {}
+        self.pipelines: dict[str, Pipeline] = {}
+        self.enrollments: dict[str, Enrollment] = {}
+        for resource in resources:
+            if isinstance(resource, Bus):
+                self.buses[resource.name] = resource
+            elif isinstance(resource, Pipeline):
+                self.pipelines[resource.name] = resource
+            else:
+                self.enrollments[resource.name] = resource
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple[Any, ...]]) -> Catalog:
+        """From ``SELECT kind, name, config, create_time, update_time`` rows."""
+        return cls(
+            [
+                decode_resource(kind, name, config, Sql.read_time(made), Sql.read_time(changed))
+                for kind, name, config, made, changed in rows
+                if kind in (BUS, PIPELINE, ENROLLMENT)
+            ]
+        )
+
+    def of(self, kind: str) -> dict[str, Any]:
+        """The resources of one kind, by name."""
+        tables: dict[str, dict[str, Any]] = {
+            BUS: self.buses,
+            PIPELINE: self.pipelines,
+            ENROLLMENT: self.enrollments,
+        }
+        return tables[kind]
+
+    def routes(self, bus: str, attributes: dict[str, Any]) -> list[str]:
+        """The pipelines that the enrollments of ``bus`` route an event with ``attributes`` to."""
+        enrollments = [e for e in self.enrollments.values() if e.bus == bus]
+        if not enrollments:
+            return []
+        prepared = prepare(attributes)
+        return sorted({e.pipeline for e in enrollments if e.condition.matches(prepared)})
+
+
+CONFIG_QUERY = f"SELECT kind, name, config, create_time, update_time FROM {CONFIG}"

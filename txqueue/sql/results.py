@@ -1,0 +1,159 @@
+"""Results of translated statements: rows typed by their declared columns, and streams.
+
+A query's rows come back as Python values of the columns' declared types (on SQLite a
+TIMESTAMP is stored as microseconds and returned as an aware UTC datetime). A RECEIVE_ query
+returns a stream: rows arrive as messages become ready, until its max_duration ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import Any
+
+from txqueue.core.schema import Column
+from txqueue.errors import InvalidArgument
+from txqueue.models import Message, ResultSet
+from txqueue.sql.compiler import Output
+
+__all__ = ["AsyncStreamingResultSet", "QueryPlan", "StreamingResultSet"]
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """Engine SQL for a query, its bound values, and its output columns (None: unknown)."""
+
+    sql: str
+    params: dict[str, Any]
+    outputs: list[Output] | None
+    engine: str
+
+    def result(self, raw: ResultSet) -> ResultSet:
+        """The engine's rows with the statement's column names and typed values."""
+        outputs = self.outputs
+        if outputs is None or len(outputs) != len(raw.fields):
+            outputs = [Output(None, None)] * len(raw.fields)
+        fields = [o.name if o.name is not None else f for o, f in zip(outputs, raw.fields)]
+        decoders = [self._decoder(o.column) for o in outputs]
+        rows = [tuple(d(v) for d, v in zip(decoders, row)) for row in raw]
+        return ResultSet(fields, rows)
+
+    def _decoder(self, column: Column | None) -> Callable[[Any], Any]:
+        if self.engine != "sqlite" or column is None:
+            return _plain
+        from txqueue.drivers.sqlite.engine import decode
+
+        def typed(value: Any) -> Any:
+            try:
+                return _plain(decode(column, value))
+            except (TypeError, ValueError, OverflowError):
+                return _plain(value)  # not what the column type promises: leave it as is
+
+        return typed
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(timezone.utc)
+    return value
+
+
+class StreamingResultSet(ResultSet):
+    """Rows of a RECEIVE_ query, arriving while you iterate (one pass).
+
+    ``rows`` holds the rows received so far; ``len()`` and ``one()`` wait for the whole
+    stream. ``close()`` (or leaving a ``with`` block) ends it early and hands back leases of
+    messages not yet yielded.
+    """
+
+    __slots__ = ("_messages", "_row")
+
+    def __init__(
+        self, fields: Sequence[str], row: Callable[[Message], Row], messages: Iterator[Message]
+    ) -> None:
+        super().__init__(list(fields), [])
+        self._row = row
+        self._messages = messages
+
+    def __iter__(self) -> Iterator[Row]:
+        return self
+
+    def __next__(self) -> Row:
+        row = self._row(next(self._messages))
+        self.rows.append(row)
+        return row
+
+    def __len__(self) -> int:
+        for _ in self:
+            pass
+        return len(self.rows)
+
+    def one(self) -> Row:
+        len(self)
+        return super().one()
+
+    def close(self) -> None:
+        close = getattr(self._messages, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> StreamingResultSet:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncStreamingResultSet:
+    """Rows of a RECEIVE_ query on the asyncio face: ``async for row in result``."""
+
+    __slots__ = ("_messages", "_row", "fields", "rows")
+
+    def __init__(
+        self,
+        fields: Sequence[str],
+        row: Callable[[Message], Row],
+        messages: AsyncIterator[Message],
+    ) -> None:
+        self.fields = list(fields)
+        self.rows: list[Row] = []
+        self._row = row
+        self._messages = messages
+
+    def __aiter__(self) -> AsyncIterator[Row]:
+        return self
+
+    async def __anext__(self) -> Row:
+        row = self._row(await self._messages.__anext__())
+        self.rows.append(row)
+        return row
+
+    def __iter__(self) -> Iterator[Row]:
+        raise InvalidArgument("a RECEIVE_ result arrives over time: iterate it with 'async for'")
+
+    async def aclose(self) -> None:
+        close = getattr(self._messages, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> AsyncStreamingResultSet:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,288 @@
+"""One SQL statement in the database's dialect: parsed once, planned for an engine.
+
+``parse_sql`` checks what needs no catalog (syntax, reserved names, statement kind) and names
+the tables to look up; ``Statement.plan`` takes those tables and returns what to run: engine
+SQL with bound values, or a receive / renew-lease call. Bad input raises only
+``InvalidArgument`` (``NotFound`` for an unknown table), never anything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import sqlglot
+from sqlglot import ErrorLevel, exp
+from sqlglot.dialects.sqlite import SQLite
+from sqlglot.errors import ParseError, UnsupportedError
+
+from txqueue.core.schema import Dialect, Table
+from txqueue.errors import InvalidArgument, NotFound, TxqueueError
+from txqueue.sql.compiler import Compiler, Output
+from txqueue.sql.params import Binder
+from txqueue.sql.results import QueryPlan
+from txqueue.sql.rewrite import Rewriter
+from txqueue.sql.source import Prepared, Source, prepare
+from txqueue.sql.tvf import ReceivePlan, RenewPlan, plan_table_function, table_function
+
+__all__ = ["DmlPlan", "Plan", "QueryPlan", "Statement", "parse_sql"]
+
+T = TypeVar("T")
+_READ = {Dialect.GOOGLESQL: "bigquery", Dialect.POSTGRESQL: "postgres"}
+_RESERVED = ("_txq", "txqueue_")
+_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+.*?>")
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+\.(\w+)'>")
+
+
+class _NoCommandFallback(logging.Filter):
+    """sqlglot logs a warning before parsing unknown statements as commands; we refuse them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+logging.getLogger("sqlglot").addFilter(_NoCommandFallback())
+
+
+class _SQLite(SQLite):
+    """SQLite with `backtick` names: a misspelt "name" would silently be a string there."""
+
+    class Tokenizer(SQLite.Tokenizer):
+        IDENTIFIERS = ["`"]
+
+
+@dataclass(frozen=True)
+class DmlPlan:
+    """Engine DML with bound values; ``sends_to`` names the queue an INSERT sends to."""
+
+    sql: str
+    params: dict[str, Any]
+    expected_rows: int | None
+    sends_to: tuple[str, ...]
+
+
+Plan = QueryPlan | DmlPlan | ReceivePlan | RenewPlan
+
+
+def _guard(function: Callable[[], T]) -> T:
+    """Run translator code: txqueue errors pass, anything unexpected becomes InvalidArgument."""
+    try:
+        return function()
+    except TxqueueError:
+        raise
+    except RecursionError:
+        raise InvalidArgument("the SQL statement is nested too deeply") from None
+    except Exception as error:
+        raise InvalidArgument(f"cannot translate the SQL statement: {error}") from error
+
+
+def parse_sql(text: str, dialect: Dialect | str) -> Statement:
+    """Parse one statement of ``dialect`` (a trailing ``;`` and comments are fine)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgument("sql must be a non-empty string")
+    try:
+        chosen = Dialect(dialect)
+    except ValueError:
+        raise InvalidArgument(f"unknown dialect {dialect!r}") from None
+    return _parse_cached(text, chosen)
+
+
+@lru_cache(maxsize=256)
+def _parse_cached(text: str, dialect: Dialect) -> Statement:
+    """Statements are never changed after parsing (``plan`` works on a copy), so reuse them."""
+    return _guard(lambda: Statement(text, dialect))
+
+
+class Statement:
+    """A parsed statement: ``kind`` is query, dml, receive or renewlease."""
+
+    def __init__(self, text: str, dialect: Dialect) -> None:
+        self.text = text
+        self.dialect = dialect
+        self.source = Source(text)
+        self.prepared: Prepared = prepare(text, dialect)
+        self.tree = self._parse()
+        self.function = table_function(self.tree) if isinstance(self.tree, exp.Select) else None
+        if isinstance(self.tree, (exp.Insert, exp.Update, exp.Delete)):
+            self.kind = "dml"
+        elif self.function is not None:
+            self.kind = self.function.kind
+        else:
+            self.kind = "query"
+        if self.prepared.assert_rows is not None and self.kind != "dml":
+            raise InvalidArgument(
+                "ASSERT_ROWS_MODIFIED applies to INSERT, UPDATE and DELETE statements "
+                f"(at {self.source.where(self.prepared.assert_offset)})"
+            )
+        self._check_names()
+        self.tables = self._tables()
+
+    def _parse(self) -> exp.Expression:
+        try:
+            trees = sqlglot.parse(self.prepared.text, read=_READ[self.dialect])
+        except ParseError as error:
+            raise InvalidArgument(self._syntax_error(error)) from None
+        except RecursionError:
+            raise InvalidArgument("the SQL statement is nested too deeply") from None
+        except Exception as error:  # sqlglot can fail inside on some malformed input
+            raise InvalidArgument(
+                f"syntax error: the statement cannot be parsed ({error})"
+            ) from error
+        statements = [t for t in trees if t is not None]
+        if len(statements) != 1:
+            raise InvalidArgument(
+                f"expected one SQL statement, found {len(statements)}: run them one at a time "
+                "(batch_update runs several DML statements)"
+            )
+        tree = statements[0]
+        if isinstance(tree, (exp.Select, exp.SetOperation, exp.Subquery)):
+            return tree
+        if isinstance(tree, (exp.Insert, exp.Update, exp.Delete)):
+            return tree
+        word = self.text.split()[0].upper() if self.text.split() else "?"
+        if isinstance(tree, (exp.Create, exp.Drop, exp.Alter)):
+            raise InvalidArgument(f"{word} is DDL: apply it with update_ddl")
+        raise InvalidArgument(
+            f"unsupported statement {word!r}: queries (SELECT) and INSERT, UPDATE, DELETE are "
+            "supported"
+        )
+
+    def _syntax_error(self, error: ParseError) -> str:
+        detail = error.errors[0] if error.errors else {}
+        description = _TOKEN.sub(_token_text, str(detail.get("description") or error))
+        description = _MISSING.sub(lambda m: f"incomplete {m.group(1).upper()}", description)
+        highlight = str(detail.get("highlight") or "")
+        line, column = detail.get("line"), detail.get("col")
+        if isinstance(line, int) and isinstance(column, int):
+            start = max(column - len(highlight) + 1, 1) if "\n" not in highlight else column
+            shown = f" near {highlight!r}" if highlight else ""
+            return f"syntax error at line {line}, column {start}{shown}: {description}"
+        return f"syntax error: {description}"
+
+    def _check_names(self) -> None:
+        if self.function is not None and self.function.queue.lower().startswith(_RESERVED):
+            raise InvalidArgument(f"queue name {self.function.queue!r} is reserved for txqueue")
+        for identifier in self.tree.find_all(exp.Identifier):
+            if str(identifier.this).lower().startswith(_RESERVED):
+                raise InvalidArgument(
+                    f"name {identifier.this!r} is reserved for txqueue{self._where(identifier)}"
+                )
+        for table in self.tree.find_all(exp.Table):
+            if self.function is not None and table.this is self.function.call:
+                continue
+            if table.args.get("db") or table.args.get("catalog"):
+                raise InvalidArgument(
+                    f"schema-qualified name {table.sql()!r} is not supported{self._where(table)}"
+                )
+
+    def _where(self, node: exp.Expression) -> str:
+        start = node.meta.get("start") if node._meta else None
+        if not isinstance(start, int) and isinstance(node, exp.Table):
+            return self._where(node.this)
+        return f" (at {self.source.where(start)})" if isinstance(start, int) else ""
+
+    def _tables(self) -> tuple[str, ...]:
+        """The catalog names the statement uses (CTE names left out)."""
+        if self.function is not None:
+            return (self.function.queue,)
+        ctes = {cte.alias.lower() for cte in self.tree.find_all(exp.CTE)}
+        names: dict[str, str] = {}
+        for table in self.tree.find_all(exp.Table):
+            if isinstance(table.this, exp.Identifier) and table.name.lower() not in ctes:
+                names.setdefault(table.name.lower(), table.name)
+        return tuple(names.values())
+
+    # ---- planning ----------------------------------------------------------------------------
+
+    def plan(
+        self,
+        tables: Mapping[str, Table],
+        engine: str,
+        params: Any = None,
+        param_types: Any = None,
+        now: datetime | None = None,
+    ) -> Plan:
+        """What to run on ``engine``; ``tables`` maps lower-cased names to their schema."""
+        if engine not in ("sqlite", "postgres"):
+            raise InvalidArgument(f"unknown engine {engine!r}")
+        return _guard(lambda: self._plan(tables, engine, params, param_types, now))
+
+    def _plan(
+        self,
+        tables: Mapping[str, Table],
+        engine: str,
+        params: Any,
+        param_types: Any,
+        now: datetime | None,
+    ) -> Plan:
+        binder = Binder(engine, self.dialect, params, param_types)
+        if self.function is not None:
+            queue = tables.get(self.function.queue.lower())
+            if queue is None:
+                raise NotFound(
+                    f"no queue named {self.function.queue!r} ({self.function.call.name}())"
+                )
+            return plan_table_function(
+                self.function, queue, self.dialect, binder, lambda n: self._where(n)
+            )
+        tree = self.tree.copy()
+        rewriter = Rewriter(engine, self.dialect, binder, now, self.source)
+        compiler = Compiler(tables, self.dialect, rewriter)
+        if self.kind == "query":
+            outputs: list[Output] | None = compiler.query(tree, None, {})
+            return QueryPlan(_generate(tree, engine), binder.values, outputs, engine)
+        if isinstance(tree, exp.Insert):
+            table = compiler.insert(tree)
+        elif isinstance(tree, exp.Update):
+            table = compiler.update(tree)
+        else:
+            assert isinstance(tree, exp.Delete)
+            table = compiler.delete(tree)
+        sends_to = (table.name,) if isinstance(tree, exp.Insert) and table.is_queue else ()
+        expected = self._expected_rows(binder)
+        return DmlPlan(_generate(tree, engine), binder.values, expected, sends_to)
+
+    def _expected_rows(self, binder: Binder) -> int | None:
+        count = self.prepared.assert_rows
+        if isinstance(count, str):
+            count = binder.raw(count, " (ASSERT_ROWS_MODIFIED)")
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise InvalidArgument("ASSERT_ROWS_MODIFIED needs a non-negative integer")
+        return count
+
+
+def _generate(tree: exp.Expression, engine: str) -> str:
+    """Engine SQL: every name quoted (lower-cased on PostgreSQL)."""
+    for identifier in tree.find_all(exp.Identifier):
+        identifier.set("quoted", True)
+        if engine == "postgres":
+            identifier.set("this", str(identifier.this).lower())
+    if engine == "sqlite":
+        leftover = tree.find(exp.Interval)
+        if leftover is not None:
+            raise InvalidArgument(
+                "INTERVAL is supported on SQLite only in TIMESTAMP arithmetic "
+                "(TIMESTAMP_ADD, timestamp + INTERVAL '...')"
+            )
+    try:
+        sql = tree.sql(
+            dialect=_SQLite if engine == "sqlite" else "postgres",
+            unsupported_level=ErrorLevel.RAISE,
+            comments=False,
+        )
+    except UnsupportedError as error:
+        name = "SQLite" if engine == "sqlite" else "PostgreSQL"
+        raise InvalidArgument(f"not supported on {name}: {error}") from None
+    if engine == "sqlite":
+        return sql
+    # psycopg reads every % as a placeholder marker: double the ones that are not ours.
+    return re.sub(r"%(?!\(txq[0-9a-f]{8}_\d+\)s)", "%%", sql)
+
+
+def _token_text(match: re.Match[str]) -> str:
+    return "end of statement" if match.group(1) == "SENTINEL" else repr(match.group(2))
