@@ -113,6 +113,9 @@ class AsyncDriver(Protocol):
     async def open_receiver(self, queue: Table) -> AsyncReceiver:
         """Subscribe to wake-ups for ``queue`` before the first receive, so none is missed."""
 
+    async def receive_now(self, params: ReceiveParams) -> list[Message]:
+        """Lease what is ready now (maybe nothing), on a pooled connection, without waiting."""
+
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         """Renew leases by token; expired or unparseable tokens yield no row (SPEC §3)."""
 

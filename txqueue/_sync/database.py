@@ -227,6 +227,28 @@ class Database:
 
     # ---- receiving ----------------------------------------------------------------------
 
+    def receive_now(
+        self,
+        queue: str,
+        max_batch_size: int = 1,
+        lease_duration: timedelta | str = DEFAULT_LEASE,
+    ) -> list[Message]:
+        """Lease the messages that are ready now, up to ``max_batch_size``, without waiting.
+
+        One short transaction, no stream and no wake-up subscription: for a worker that is
+        busy and only wants the next batch. An empty list means nothing is ready (or, on
+        SQLite, that another writer holds the lock just now).
+        """
+        lease = to_duration(lease_duration, "lease_duration")
+        _check_batch_size(max_batch_size)
+        table = self.queue(queue)
+        params = ReceiveParams(table, max_batch_size, lease, self.now())
+        try:
+            batch = self._driver.receive_now(params)
+        except Aborted:
+            return []
+        return _mark_last(batch) if batch else []
+
     def receive(
         self,
         queue: str,
@@ -366,6 +388,13 @@ class Database:
             dead_letters=int(counts.get("dead_letters", 0)),
             oldest_ready_age_seconds=counts["oldest_ready_age_seconds"],
         )
+
+
+def _check_batch_size(max_batch_size: object) -> None:
+    if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int):
+        raise InvalidArgument("max_batch_size must be a positive integer")
+    if max_batch_size < 1:
+        raise InvalidArgument(f"max_batch_size must be a positive integer, got {max_batch_size}")
 
 
 def _mark_last(batch: list[Message]) -> list[Message]:

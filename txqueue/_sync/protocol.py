@@ -110,6 +110,9 @@ class Driver(Protocol):
     def open_receiver(self, queue: Table) -> Receiver:
         """Subscribe to wake-ups for ``queue`` before the first receive, so none is missed."""
 
+    def receive_now(self, params: ReceiveParams) -> list[Message]:
+        """Lease what is ready now (maybe nothing), on a pooled connection, without waiting."""
+
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         """Renew leases by token; expired or unparseable tokens yield no row (SPEC §3)."""
 

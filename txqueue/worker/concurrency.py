@@ -47,9 +47,29 @@ class Slots:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
-    async def take(self, most: int = 1) -> int:
-        """Wait until a place is free, then take up to ``most`` of them; returns how many."""
+    async def take(self, most: int = 1, fill_within: float = 0.0) -> int:
+        """Wait until a place is free, then take up to ``most`` of them; returns how many.
+
+        With ``fill_within`` it waits that much longer (at most) for ``most`` places to be
+        free while others are still busy, so a busy worker receives fuller batches.
+        """
         await self.wait_free()
+        if fill_within > 0 and self.free < most and self.used > 0:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + fill_within
+            while self.free < most and self.used > 0:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                waiter = loop.create_future()
+                self._waiters.append(waiter)
+                try:
+                    await asyncio.wait_for(waiter, remaining)
+                except asyncio.TimeoutError:
+                    break
+                finally:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
         taken = min(most, self.size - self.used)
         self.used += taken
         return taken

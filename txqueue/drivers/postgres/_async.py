@@ -280,6 +280,11 @@ class AsyncPostgresDriver:
             raise
         return AsyncPostgresReceiver(self, connection, queue)
 
+    async def receive_now(self, params: ReceiveParams) -> list[Message]:
+        statements = queue_statements(params.queue, self.deliver_column)
+        arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
+        return messages_from_rows(params.queue, await self._run(statements.receive, arguments))
+
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)
         tokens = list(params.tokens)

@@ -271,6 +271,11 @@ class PostgresDriver:
             raise
         return PostgresReceiver(self, connection, queue)
 
+    def receive_now(self, params: ReceiveParams) -> list[Message]:
+        statements = queue_statements(params.queue, self.deliver_column)
+        arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
+        return messages_from_rows(params.queue, self._run(statements.receive, arguments))
+
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)
         tokens = list(params.tokens)

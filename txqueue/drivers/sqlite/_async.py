@@ -295,6 +295,9 @@ class AsyncSqliteDriver:
     async def open_receiver(self, queue: Table) -> AsyncSqliteReceiver:
         return AsyncSqliteReceiver(self, queue)
 
+    async def receive_now(self, params: ReceiveParams) -> list[Message]:
+        return await self._with_connection(leasing.receive, params, self.deliver_column)
+
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         return await self._with_connection(leasing.renew, params, self.deliver_column)
 

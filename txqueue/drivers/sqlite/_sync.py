@@ -292,6 +292,9 @@ class SqliteDriver:
     def open_receiver(self, queue: Table) -> SqliteReceiver:
         return SqliteReceiver(self, queue)
 
+    def receive_now(self, params: ReceiveParams) -> list[Message]:
+        return self._with_connection(leasing.receive, params, self.deliver_column)
+
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         return self._with_connection(leasing.renew, params, self.deliver_column)
 
