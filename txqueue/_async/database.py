@@ -209,7 +209,13 @@ class AsyncDatabase:
         attempt = 0
         while True:
             attempt += 1
-            driver_transaction = await self._driver.begin(connection)
+            try:
+                driver_transaction = await self._driver.begin(connection)
+            except Aborted:  # e.g. SQLite's write lock busy past the timeout: try again
+                if connection is not None or attempt >= MAX_ATTEMPTS:
+                    raise
+                await sleep(min(0.005 * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
+                continue
             transaction = AsyncTransaction(self, driver_transaction)
             try:
                 result = await function(transaction, *args, **kwargs)

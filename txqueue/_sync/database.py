@@ -210,7 +210,13 @@ class Database:
         attempt = 0
         while True:
             attempt += 1
-            driver_transaction = self._driver.begin(connection)
+            try:
+                driver_transaction = self._driver.begin(connection)
+            except Aborted:  # e.g. SQLite's write lock busy past the timeout: try again
+                if connection is not None or attempt >= MAX_ATTEMPTS:
+                    raise
+                sleep(min(0.005 * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
+                continue
             transaction = Transaction(self, driver_transaction)
             try:
                 result = function(transaction, *args, **kwargs)

@@ -185,18 +185,7 @@ class PostgresDriver:
         return recorded
 
     def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
-        rows = self._run("SELECT kind, definition FROM txqueue_objects")
-        tables: dict[str, Table] = {}
-        indexes: dict[str, Index] = {}
-        for kind, definition in rows:
-            data = json.loads(definition)
-            if kind == "index":
-                index = Index.from_json(data)
-                indexes[index.name.lower()] = index
-            else:
-                table = Table.from_json(data)
-                tables[table.name.lower()] = table
-        return tables, indexes
+        return self._with_connection(_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
         connection = self.get()
@@ -204,7 +193,7 @@ class PostgresDriver:
             with map_errors():
                 with connection.transaction():
                     connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
-                    tables, _ = self.load_catalog()  # under the DDL lock: current
+                    tables, _ = _catalog(connection)  # under the DDL lock, same connection
                     for statement in statements:
                         self._apply(connection, statement, tables)
         finally:
@@ -356,6 +345,7 @@ class PostgresDriver:
         backend may still be finishing the COMMIT, so keep asking; past a bound, terminate that
         backend (its outcome is then settled) and ask again. Never guesses.
         """
+        xid, _, incarnation = xid.partition("@")
         started = monotonic()
         terminated = False
         while monotonic() - started < RESOLVE_TIMEOUT:
@@ -364,9 +354,23 @@ class PostgresDriver:
                     self._conninfo, autocommit=True, connect_timeout=5
                 ) as connection:
                     while monotonic() - started < RESOLVE_TIMEOUT:
-                        cursor = connection.execute("SELECT pg_xact_status(%s::xid8)", [xid])
+                        try:
+                            cursor = connection.execute(
+                                "SELECT extract(epoch FROM pg_postmaster_start_time())::text,"
+                                " pg_xact_status(%s::xid8)",
+                                [xid],
+                            )
+                        except psycopg.errors.InvalidParameterValue:
+                            # "transaction ID ... is in the future": crash recovery forgot the
+                            # xid (its WAL never reached disk), so it cannot have committed.
+                            return "aborted"
                         row = cursor.fetchone()
-                        status = None if row is None else row[0]
+                        now_incarnation, status = (None, None) if row is None else row
+                        if incarnation and now_incarnation != incarnation:
+                            # The server restarted since: crash recovery may have handed the xid
+                            # to a new transaction, so only "did not commit" is certain (ours
+                            # cannot be in progress after a crash; never terminate that backend).
+                            return "aborted" if status in ("aborted", "in progress") else "unknown"
                         if status in ("committed", "aborted"):
                             return str(status)
                         if status is None:
@@ -418,3 +422,21 @@ def _begin_sqlalchemy(connection: Any) -> None:
     in_transaction = getattr(connection, "in_transaction", None)
     if callable(in_transaction) and not in_transaction():
         connection.begin()
+
+
+def _catalog(connection: Any) -> tuple[dict[str, Table], dict[str, Index]]:
+    """Every table and index txqueue knows, by lower-cased name, read on ``connection``."""
+    with map_errors():
+        cursor = connection.execute("SELECT kind, definition FROM txqueue_objects")
+        rows = cursor.fetchall()
+    tables: dict[str, Table] = {}
+    indexes: dict[str, Index] = {}
+    for kind, definition in rows:
+        data = json.loads(definition)
+        if kind == "index":
+            index = Index.from_json(data)
+            indexes[index.name.lower()] = index
+        else:
+            table = Table.from_json(data)
+            tables[table.name.lower()] = table
+    return tables, indexes

@@ -35,9 +35,11 @@ from txqueue.models import ResultSet
 
 __all__ = ["PostgresTransaction"]
 
-#: Learns the transaction id (to resolve a dropped COMMIT) and NOTIFYs the sent queues.
+#: Learns the transaction id and the server incarnation ("<xid>@<postmaster start>", to resolve
+#: a dropped COMMIT) and NOTIFYs the sent queues.
 _PREPARE_COMMIT = (
-    "SELECT pg_current_xact_id_if_assigned()::text,"
+    "SELECT pg_current_xact_id_if_assigned()::text"
+    " || '@' || extract(epoch FROM pg_postmaster_start_time())::text,"
     " (SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q)"
 )
 #: Buffered operations flush once this many are pending.

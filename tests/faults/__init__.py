@@ -1,0 +1,1 @@
+"""Fault-injection tests: kill -9, dropped connections at COMMIT, frozen workers, restarts."""
