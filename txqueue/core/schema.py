@@ -27,6 +27,7 @@ __all__ = [
     "DropTable",
     "Index",
     "Table",
+    "catalog_from_rows",
     "validate_name",
 ]
 
@@ -217,3 +218,20 @@ class DropIndex:
 
 
 DdlStatement = CreateTable | DropTable | CreateIndex | DropIndex
+
+
+def catalog_from_rows(rows: Any) -> tuple[dict[str, Table], dict[str, Index]]:
+    """Tables and indexes by lower-cased name, from catalog rows ``(kind, definition JSON)``."""
+    import json
+
+    tables: dict[str, Table] = {}
+    indexes: dict[str, Index] = {}
+    for kind, definition in rows:
+        data = json.loads(definition)
+        if kind == "index":
+            index = Index.from_json(data)
+            indexes[index.name.lower()] = index
+        else:
+            table = Table.from_json(data)
+            tables[table.name.lower()] = table
+    return tables, indexes

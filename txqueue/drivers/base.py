@@ -25,6 +25,7 @@ __all__ = [
     "SendParams",
     "WriteKind",
     "WriteParams",
+    "begin_sqlalchemy",
 ]
 
 
@@ -117,3 +118,11 @@ class DeleteParams:
 
     table: Table
     keys: Sequence[tuple[Any, ...]] | None
+
+
+def begin_sqlalchemy(connection: Any) -> None:
+    """Make a SQLAlchemy ``Connection`` begin its transaction, so its ``commit()`` commits the
+    writes a driver makes on the DBAPI connection underneath (SQLAlchemy does not see them)."""
+    in_transaction = getattr(connection, "in_transaction", None)
+    if callable(in_transaction) and not in_transaction():
+        connection.begin()

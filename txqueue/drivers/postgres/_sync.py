@@ -30,12 +30,14 @@ from txqueue.core.schema import (
     DropTable,
     Index,
     Table,
+    catalog_from_rows,
 )
 from txqueue.drivers.base import (
     DeadLetterParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
+    begin_sqlalchemy,
 )
 from txqueue.drivers.postgres import _sync_dead_letters as dead_letters
 from txqueue.drivers.postgres._sync_transaction import PostgresTransaction
@@ -402,7 +404,7 @@ def _own_connection(connection: Any) -> Any:
     """The psycopg connection behind the caller's connection (psycopg or SQLAlchemy)."""
     raw = connection
     if not isinstance(raw, psycopg.Connection):
-        _begin_sqlalchemy(connection)
+        begin_sqlalchemy(connection)
         raw = getattr(getattr(connection, "connection", None), "driver_connection", None)
     if not isinstance(raw, psycopg.Connection):
         raise InvalidArgument(
@@ -417,26 +419,8 @@ def _own_connection(connection: Any) -> Any:
     return raw
 
 
-def _begin_sqlalchemy(connection: Any) -> None:
-    """Make SQLAlchemy begin its transaction, so its ``commit()`` commits our writes too."""
-    in_transaction = getattr(connection, "in_transaction", None)
-    if callable(in_transaction) and not in_transaction():
-        connection.begin()
-
-
 def _catalog(connection: Any) -> tuple[dict[str, Table], dict[str, Index]]:
-    """Every table and index txqueue knows, by lower-cased name, read on ``connection``."""
+    """Every table and index txqueue knows, read on ``connection``."""
     with map_errors():
         cursor = connection.execute("SELECT kind, definition FROM txqueue_objects")
-        rows = cursor.fetchall()
-    tables: dict[str, Table] = {}
-    indexes: dict[str, Index] = {}
-    for kind, definition in rows:
-        data = json.loads(definition)
-        if kind == "index":
-            index = Index.from_json(data)
-            indexes[index.name.lower()] = index
-        else:
-            table = Table.from_json(data)
-            tables[table.name.lower()] = table
-    return tables, indexes
+        return catalog_from_rows(cursor.fetchall())

@@ -23,6 +23,7 @@ from txqueue.drivers.base import (
     RenewParams,
     SendParams,
     WriteParams,
+    begin_sqlalchemy,
 )
 from txqueue.drivers.sqlite import catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
@@ -335,7 +336,7 @@ def _own_connection(connection: Any) -> sqlite3.Connection:
     """The sqlite3 connection behind the caller's connection (sqlite3 or SQLAlchemy)."""
     raw = connection
     if not isinstance(raw, sqlite3.Connection):
-        _begin_sqlalchemy(connection)
+        begin_sqlalchemy(connection)
         raw = getattr(getattr(connection, "connection", None), "driver_connection", None)
     if not isinstance(raw, sqlite3.Connection):
         raise InvalidArgument(
@@ -348,10 +349,3 @@ def _own_connection(connection: Any) -> sqlite3.Connection:
             "send commits with your writes"
         )
     return raw
-
-
-def _begin_sqlalchemy(connection: Any) -> None:
-    """Make SQLAlchemy begin its transaction, so its ``commit()`` commits our writes too."""
-    in_transaction = getattr(connection, "in_transaction", None)
-    if callable(in_transaction) and not in_transaction():
-        connection.begin()

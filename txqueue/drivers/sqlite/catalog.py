@@ -15,6 +15,7 @@ from txqueue.core.schema import (
     DropTable,
     Index,
     Table,
+    catalog_from_rows,
 )
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.statements import CATALOG, create_index, create_table, quote
@@ -57,17 +58,7 @@ def load_catalog(connection: sqlite3.Connection) -> tuple[dict[str, Table], dict
     """Every table and index txqueue knows, by lower-cased name."""
     with map_errors():
         rows = connection.execute("SELECT kind, definition FROM txqueue_objects").fetchall()
-    tables: dict[str, Table] = {}
-    indexes: dict[str, Index] = {}
-    for kind, definition in rows:
-        data = json.loads(definition)
-        if kind == "index":
-            index = Index.from_json(data)
-            indexes[index.name.lower()] = index
-        else:
-            table = Table.from_json(data)
-            tables[table.name.lower()] = table
-    return tables, indexes
+    return catalog_from_rows(rows)
 
 
 def apply_ddl(
