@@ -29,6 +29,7 @@ FILES = {
     "txqueue/_async/protocol.py": "txqueue/_sync/protocol.py",
     "txqueue/_async/drivers.py": "txqueue/_sync/drivers.py",
     "txqueue/_async/database.py": "txqueue/_sync/database.py",
+    "txqueue/_async/transaction.py": "txqueue/_sync/transaction.py",
     "txqueue/drivers/sqlite/_async.py": "txqueue/drivers/sqlite/_sync.py",
     "txqueue/drivers/postgres/_async.py": "txqueue/drivers/postgres/_sync.py",
     "txqueue/drivers/postgres/_async_dead_letters.py": "txqueue/drivers/postgres/_sync_dead_letters.py",
