@@ -12,6 +12,7 @@ import os
 import sqlite3
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -22,7 +23,7 @@ QUEUE = "BenchQ"
 DDL = "CREATE QUEUE BenchQ (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
 
 
-class System:
+class System(ABC):
     """One system under test; ``drain_loop`` runs inside a worker process."""
 
     name = "?"
@@ -30,24 +31,25 @@ class System:
     def __init__(self, url: str) -> None:
         self.url = url
 
+    @abstractmethod
     def setup(self) -> None:
         """Create the queue if needed and empty it."""
-        raise NotImplementedError  # every system below defines it
 
+    @abstractmethod
     def send(self, payloads: list[bytes], batch: int) -> None:
         """Send ``payloads`` in transactions of ``batch``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def pending(self) -> int:
         """Messages sent and not yet acked."""
-        raise NotImplementedError
 
+    @abstractmethod
     def drain_loop(
         self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
     ) -> None:
         """Receive, hand each payload to ``on_message``, ack; until ``stop()``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def close(self) -> None:
         """Close connections."""
 
