@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import txqueue
 from txqueue.errors import FailedPrecondition, NotFound
 
-from .support import SKEW, BackgroundReceiver, Env, seconds, sleep_until, utcnow
+from .support import SKEW, BackgroundReceiver, Env, is_postgres, seconds, sleep_until, utcnow
 
 
 def test_expired_lease_redelivers_after_backoff_with_delivery_count_2(env: Env) -> None:
@@ -271,3 +271,24 @@ def test_ack_and_business_write_commit_together(env: Env) -> None:
     assert env.task_keys() == [(1, "a")], "the ack must not commit without its business write"
     env.ack(m.key, lease_token=m.lease_token)
     assert env.task_keys() == []
+
+
+def test_a_rewritten_table_loses_its_leases_on_postgres(env: Env) -> None:
+    """PostgreSQL tokens carry their row's ctid, which VACUUM FULL changes: the lease is lost
+    (no renewal, no fenced ack), as when it expires; the key alone still acks."""
+    if not is_postgres(env.url):
+        pytest.skip("SQLite tokens carry the rowid, which VACUUM keeps for tables with keys")
+    import psycopg
+
+    env.add_users(1)
+    env.send(1, "a")
+    env.send(1, "b")
+    a, b = sorted(env.receive(max_batch_size=2), key=lambda m: m.key)
+    with psycopg.connect(env.url, autocommit=True) as raw:
+        raw.execute(f"VACUUM FULL {env.tasks.lower()}")
+
+    assert all(r.new_token is None for r in env.db.renew_lease(env.tasks, [a.lease_token]))
+    with pytest.raises(FailedPrecondition):
+        env.ack(a.key, lease_token=a.lease_token)
+    env.ack(b.key)
+    assert env.task_keys() == [a.key]

@@ -17,8 +17,10 @@ __all__ = [
     "DEFAULT_LEASE",
     "MAX_BACKOFF_EXPONENT",
     "MAX_BACKOFF_SECONDS",
+    "TOKEN_EXPIRATION_DIGITS",
     "redelivery_backoff",
     "token_expiration_micros",
+    "token_locator",
 ]
 
 DEFAULT_LEASE = timedelta(seconds=10)

@@ -40,7 +40,13 @@ from txqueue.drivers.base import (
 )
 from txqueue.drivers.postgres import _async_dead_letters as dead_letters
 from txqueue.drivers.postgres._async_transaction import AsyncPostgresTransaction
-from txqueue.drivers.postgres.codec import map_errors, messages_from_rows, utc
+from txqueue.drivers.postgres.codec import (
+    map_errors,
+    messages_from_rows,
+    stored_token,
+    token_location,
+    utc,
+)
 from txqueue.drivers.postgres.statements import (
     CATALOG,
     CHANNEL,
@@ -79,7 +85,7 @@ class AsyncPostgresReceiver:
         statements = queue_statements(params.queue, self._driver.deliver_column)
         arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
         with map_errors():
-            cursor = await self._connection.execute(statements.receive, arguments)
+            cursor = await self._connection.execute(statements.receive, arguments, binary=True)
             rows = await cursor.fetchall()
         return messages_from_rows(params.queue, rows)
 
@@ -131,6 +137,7 @@ class AsyncPostgresDriver:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
+            configure=_configure,
             open=False,
             timeout=30.0,
         )
@@ -148,11 +155,13 @@ class AsyncPostgresDriver:
     async def put(self, connection: Any) -> None:
         await self._pool.putconn(connection)
 
-    async def _run(self, sql: str, params: Any = None, fetch: bool = True) -> list[tuple[Any, ...]]:
+    async def _run(
+        self, sql: str, params: Any = None, fetch: bool = True, binary: bool = False
+    ) -> list[tuple[Any, ...]]:
         connection = await self.get()
         try:
             with map_errors():
-                cursor = await connection.execute(sql, params)
+                cursor = await connection.execute(sql, params, binary=binary)
                 return list(await cursor.fetchall()) if fetch and cursor.description else []
         finally:
             await self.put(connection)
@@ -274,7 +283,8 @@ class AsyncPostgresDriver:
     async def receive_now(self, params: ReceiveParams) -> list[Message]:
         statements = queue_statements(params.queue, self.deliver_column)
         arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
-        return messages_from_rows(params.queue, await self._run(statements.receive, arguments))
+        rows = await self._run(statements.receive, arguments, binary=True)
+        return messages_from_rows(params.queue, rows)
 
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)
@@ -282,7 +292,14 @@ class AsyncPostgresDriver:
         if not tokens:
             return []
         rows = await self._run(
-            statements.renew, {"now": params.now, "tokens": tokens, "extension": params.extension}
+            statements.renew,
+            {
+                "now": params.now,
+                "tokens": tokens,
+                "stored": [stored_token(t) for t in tokens],
+                "locations": [token_location(t) for t in tokens],
+                "extension": params.extension,
+            },
         )
         by_token = {row[0]: row for row in rows}
         renewals = []
@@ -306,7 +323,8 @@ class AsyncPostgresDriver:
                     statements.release,
                     {
                         "now": params.now,
-                        "tokens": list(params.tokens),
+                        "stored": [stored_token(t) for t in params.tokens],
+                        "locations": [token_location(t) for t in params.tokens],
                         "delay": params.delay,
                         "error": params.error,
                     },
@@ -411,6 +429,11 @@ class AsyncPostgresDriver:
 
     async def close(self) -> None:
         await self._pool.close()
+
+
+async def _configure(connection: Any) -> None:
+    """Every pooled connection reads and writes timestamps in UTC (as Spanner does)."""
+    await connection.execute("SET TIME ZONE 'UTC'")
 
 
 def _own_connection(connection: Any) -> Any:

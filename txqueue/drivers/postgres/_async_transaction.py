@@ -220,10 +220,12 @@ class AsyncPostgresTransaction:
                     _PREPARE_COMMIT, [CHANNEL, sorted(self._sent)]
                 )
             row = await marker.fetchone()
-            touched = [Counter(map(tuple, await cursor.fetchall())) for _, cursor in results]
+            # Every item touched a row (a statement touches a row once): nothing to examine.
+            partial = [(items, c) for items, c in results if c.rowcount != len(items)]
+            touched = [Counter(map(tuple, await cursor.fetchall())) for _, cursor in partial]
         self._xid = None if row is None else row[0]
         self._xid_current = True
-        for (items, _), done in zip(results, touched):
+        for (items, _), done in zip(partial, touched):
             for item in items:
                 key = tuple(encoded_key(item.queue, item.key))
                 if done[key] > 0:
@@ -332,9 +334,32 @@ def _send_arrays(items: list[Any]) -> list[Any]:
 
 
 def _ack_arrays(items: list[Any]) -> list[Any]:
+    """Key columns, stored tokens and row locations of a run of acks (AckParams), as arrays.
+
+    Tokens were checked by ``prepare_ack`` (one not of ours became "", which matches none).
+    """
     table = items[0].queue
-    rows = [[*encoded_key(table, item.key), item.lease_token] for item in items]
-    return [*_columns(rows, len(table.primary_key) + 1), items[0].now]
+    columns = _key_arrays(table, [item.key for item in items])
+    stored: list[str | None] = []
+    locations: list[str | None] = []
+    for item in items:
+        token = item.lease_token
+        if token is None:
+            stored.append(None)
+            locations.append(None)
+            continue
+        part, _, locator = token.partition(".")
+        stored.append(part)
+        number = int(locator, 16) if locator else None
+        locations.append(None if number is None else f"({number >> 16},{number & 0xFFFF})")
+    return [*columns, stored, locations, items[0].now]
+
+
+def _key_arrays(table: Table, keys: list[tuple[Any, ...]]) -> list[list[Any]]:
+    """One list per key column; key columns are never JSON, so values go as they are."""
+    if not keys:
+        return [[] for _ in table.primary_key]
+    return [list(values) for values in zip(*keys)]
 
 
 def _send_row(item: SendParams) -> list[Any]:
@@ -344,8 +369,3 @@ def _send_row(item: SendParams) -> list[Any]:
         encode(table.payload_column, item.payload),
         item.deliver_time,
     ]
-
-
-def _ack_row(item: AckParams) -> list[Any]:
-    token = item.lease_token
-    return [*encoded_key(item.queue, item.key), token, token, item.now]

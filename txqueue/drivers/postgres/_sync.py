@@ -41,7 +41,13 @@ from txqueue.drivers.base import (
 )
 from txqueue.drivers.postgres import _sync_dead_letters as dead_letters
 from txqueue.drivers.postgres._sync_transaction import PostgresTransaction
-from txqueue.drivers.postgres.codec import map_errors, messages_from_rows, utc
+from txqueue.drivers.postgres.codec import (
+    map_errors,
+    messages_from_rows,
+    stored_token,
+    token_location,
+    utc,
+)
 from txqueue.drivers.postgres.statements import (
     CATALOG,
     CHANNEL,
@@ -80,7 +86,7 @@ class PostgresReceiver:
         statements = queue_statements(params.queue, self._driver.deliver_column)
         arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
         with map_errors():
-            cursor = self._connection.execute(statements.receive, arguments)
+            cursor = self._connection.execute(statements.receive, arguments, binary=True)
             rows = cursor.fetchall()
         return messages_from_rows(params.queue, rows)
 
@@ -130,6 +136,7 @@ class PostgresDriver:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
+            configure=_configure,
             open=False,
             timeout=30.0,
         )
@@ -147,11 +154,13 @@ class PostgresDriver:
     def put(self, connection: Any) -> None:
         self._pool.putconn(connection)
 
-    def _run(self, sql: str, params: Any = None, fetch: bool = True) -> list[tuple[Any, ...]]:
+    def _run(
+        self, sql: str, params: Any = None, fetch: bool = True, binary: bool = False
+    ) -> list[tuple[Any, ...]]:
         connection = self.get()
         try:
             with map_errors():
-                cursor = connection.execute(sql, params)
+                cursor = connection.execute(sql, params, binary=binary)
                 return list(cursor.fetchall()) if fetch and cursor.description else []
         finally:
             self.put(connection)
@@ -265,7 +274,8 @@ class PostgresDriver:
     def receive_now(self, params: ReceiveParams) -> list[Message]:
         statements = queue_statements(params.queue, self.deliver_column)
         arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
-        return messages_from_rows(params.queue, self._run(statements.receive, arguments))
+        rows = self._run(statements.receive, arguments, binary=True)
+        return messages_from_rows(params.queue, rows)
 
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)
@@ -273,7 +283,14 @@ class PostgresDriver:
         if not tokens:
             return []
         rows = self._run(
-            statements.renew, {"now": params.now, "tokens": tokens, "extension": params.extension}
+            statements.renew,
+            {
+                "now": params.now,
+                "tokens": tokens,
+                "stored": [stored_token(t) for t in tokens],
+                "locations": [token_location(t) for t in tokens],
+                "extension": params.extension,
+            },
         )
         by_token = {row[0]: row for row in rows}
         renewals = []
@@ -297,7 +314,8 @@ class PostgresDriver:
                     statements.release,
                     {
                         "now": params.now,
-                        "tokens": list(params.tokens),
+                        "stored": [stored_token(t) for t in params.tokens],
+                        "locations": [token_location(t) for t in params.tokens],
                         "delay": params.delay,
                         "error": params.error,
                     },
@@ -398,6 +416,11 @@ class PostgresDriver:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _configure(connection: Any) -> None:
+    """Every pooled connection reads and writes timestamps in UTC (as Spanner does)."""
+    connection.execute("SET TIME ZONE 'UTC'")
 
 
 def _own_connection(connection: Any) -> Any:

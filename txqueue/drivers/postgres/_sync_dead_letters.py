@@ -13,7 +13,14 @@ from typing import Any
 from txqueue.core.codec import dump_key, dump_payload, load_key, load_payload
 from txqueue.core.schema import Table
 from txqueue.drivers.base import DeadLetterParams
-from txqueue.drivers.postgres.codec import decode, encode, map_errors, utc
+from txqueue.drivers.postgres.codec import (
+    decode,
+    encode,
+    map_errors,
+    stored_token,
+    token_location,
+    utc,
+)
 from txqueue.drivers.postgres.statements import queue_statements
 from txqueue.errors import FailedPrecondition, NotFound
 from txqueue.models import DeadLetter
@@ -37,7 +44,13 @@ def dead_letter(connection: Any, params: DeadLetterParams, deliver: str) -> None
     with map_errors():
         with connection.transaction():
             cursor = connection.execute(
-                statements.dead_letter, [params.now, *key, params.lease_token]
+                statements.dead_letter,
+                [
+                    params.now,
+                    *key,
+                    stored_token(params.lease_token),
+                    token_location(params.lease_token),
+                ],
             )
             row = cursor.fetchone()
             if row is None:

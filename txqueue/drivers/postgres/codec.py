@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg
 from psycopg.types.json import Jsonb
 
+from txqueue.core.leases import TOKEN_EXPIRATION_DIGITS, token_expiration_micros, token_locator
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.errors import (
     Aborted,
@@ -24,7 +25,18 @@ from txqueue.errors import (
 )
 from txqueue.models import Message
 
-__all__ = ["decode", "encode", "map_error", "map_errors", "messages_from_rows"]
+__all__ = [
+    "decode",
+    "encode",
+    "map_error",
+    "map_errors",
+    "messages_from_rows",
+    "stored_token",
+    "token_location",
+]
+
+UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def map_error(error: Exception) -> TxqueueError:
@@ -91,32 +103,67 @@ def encode(column: Column, value: Any) -> Any:
 def decode(column: Column, value: Any) -> Any:
     """A value psycopg returned, as the Python value of its column type."""
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc)
+        return utc(value)
     if isinstance(value, memoryview):
         return bytes(value)
     return value
 
 
+def stored_token(token: str | None) -> str | None:
+    """The part of a handed-out token that the row stores (without its ".location")."""
+    return token if token is None else token.partition(".")[0]
+
+
+def token_location(token: str) -> str | None:
+    """The ctid (as ``(page,item)`` text) a handed-out token carries, None if it has none."""
+    locator = token_locator(token) if token_expiration_micros(token) is not None else None
+    return None if locator is None else f"({locator >> 16},{locator & 0xFFFF})"
+
+
 def utc(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc)
+    """``value`` in UTC (our pooled connections run with TimeZone=UTC: usually no work)."""
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+#: Column types whose values psycopg already returns as txqueue's Python values.
+_AS_RETURNED = frozenset({ColumnType.INT64, ColumnType.STRING, ColumnType.BOOL})
 
 
 def messages_from_rows(table: Table, rows: list[tuple[Any, ...]]) -> list[Message]:
-    """Messages from receive's RETURNING rows, oldest deliver time first."""
+    """Messages from receive's RETURNING rows (read in binary), oldest deliver time first.
+
+    A row ends with the stored token, the delivery count and the row's ctid (6 bytes: block,
+    item); the token handed out is ``<stored>.<ctid as hex>``. Every row of one statement
+    shares the stored token, hence the lease expiration it carries.
+    """
     keys = table.key_columns
     payload = table.payload_column
     width = len(keys)
-    messages = [
-        Message(
-            queue=table.name,
-            key=tuple(decode(c, v) for c, v in zip(keys, row[:width])),
-            payload=decode(payload, row[width]),
-            deliver_time=utc(row[width + 1]),
-            lease_expiration=utc(row[width + 2]),
-            lease_token=row[width + 3],
-            delivery_count=row[width + 4],
+    plain_keys = all(c.type in _AS_RETURNED and not c.array for c in keys)
+    name = table.name
+    messages = []
+    expirations: dict[str, datetime] = {}
+    for row in rows:
+        deliver_time, stored = row[width + 1], row[width + 2]
+        expiration = expirations.get(stored)
+        if expiration is None:
+            expiration = expirations[stored] = _EPOCH + timedelta(
+                microseconds=int(stored[:TOKEN_EXPIRATION_DIGITS], 16)
+            )
+        messages.append(
+            Message(
+                name,
+                row[:width] if plain_keys else tuple(map(decode, keys, row[:width])),
+                decode(payload, row[width]),
+                deliver_time if deliver_time.tzinfo is UTC else deliver_time.astimezone(UTC),
+                expiration,
+                f"{stored}.{int.from_bytes(row[width + 4], 'big'):x}",
+                row[width + 3],
+            )
         )
-        for row in rows
-    ]
-    messages.sort(key=lambda m: m.deliver_time)
+    messages.sort(key=_deliver_time)
     return messages
+
+
+def _deliver_time(message: Message) -> datetime:
+    return message.deliver_time
