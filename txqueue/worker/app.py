@@ -40,7 +40,7 @@ class HandlerSpec:
     transactional: bool = False
     concurrency: int | None = None
     lease_duration: timedelta = DEFAULT_LEASE
-    max_batch_size: int = 10
+    max_batch_size: int = 100
     resend_after: timedelta | None = None
     schedule: Schedule | None = None
 
@@ -99,14 +99,16 @@ class App:
         transactional: bool = False,
         concurrency: int | None = None,
         lease_duration: timedelta | str = DEFAULT_LEASE,
-        max_batch_size: int = 10,
+        max_batch_size: int = 100,
         resend_after: timedelta | str | None = None,
     ) -> Callable[[F], F]:
         """Register ``function(message)`` (or ``function(message, txn)``) for ``queue``.
 
         ``transactional``: the handler runs inside ``run_in_transaction`` with the ack in the
         same transaction, so its writes are applied exactly once. ``concurrency`` caps this
-        queue's running handlers (default: the worker's total). ``resend_after``: ack on
+        queue's running handlers (default: the worker's total). ``max_batch_size`` caps one
+        receive (it never takes more than the free places, so a large cap hoards nothing).
+        ``resend_after``: ack on
         arrival and send a copy due after that long, acked when the handler succeeds
         (at-most-once per delivery, no lease to keep; a crash or failure brings the copy back).
         """

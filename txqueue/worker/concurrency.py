@@ -53,6 +53,7 @@ class Slots:
         With ``fill_within`` it waits that much longer (at most) for ``most`` places to be
         free while others are still busy, so a busy worker receives fuller batches.
         """
+        most = min(most, self.size)  # waiting for more places than exist would be in vain
         await self.wait_free()
         if fill_within > 0 and self.free < most and self.used > 0:
             loop = asyncio.get_running_loop()

@@ -116,7 +116,10 @@ class Stats:
         self.since = time.monotonic()
 
     def _queue(self, name: str) -> QueueStats:
-        return self.queues.setdefault(name, QueueStats())
+        found = self.queues.get(name)
+        if found is None:
+            found = self.queues[name] = QueueStats()
+        return found
 
     def started(self, queues: list[str], concurrency: int) -> None:
         self.concurrency = concurrency

@@ -51,6 +51,12 @@ READY_NOW = timedelta(milliseconds=1)
 FILL_WITHIN = 0.002
 #: How often queue counts are read for metrics and the status line.
 POLL_SECONDS = 2.0
+#: The log level of each outcome (others: WARNING).
+_LEVELS = {
+    OutcomeKind.ACKED: logging.DEBUG,
+    OutcomeKind.RETRIED: logging.WARNING,
+    OutcomeKind.DEAD_LETTERED: logging.ERROR,
+}
 
 
 class _Queue:
@@ -355,7 +361,7 @@ class Worker:
         (concurrent ones would only wait for the write lock, holding threads meanwhile)."""
         if handling.spec.transactional and self._one_writer is not None:
             return self._one_writer
-        return contextlib.nullcontext()
+        return _NO_LOCK
 
     async def _release_quietly(self, handling: Handling, token: str) -> None:
         with contextlib.suppress(Exception):
@@ -379,6 +385,9 @@ class Worker:
 
     def _report(self, outcome: Outcome) -> None:
         self.stats.outcome(outcome)
+        level = _LEVELS.get(outcome.kind, logging.WARNING)
+        if not log.isEnabledFor(level):
+            return
         fields = {
             "queue": outcome.queue,
             "key": list(outcome.key),
@@ -390,11 +399,6 @@ class Worker:
             fields["delay_s"] = outcome.delay.total_seconds()
         if outcome.error is not None:
             fields["error"] = outcome.error
-        level = {
-            OutcomeKind.ACKED: logging.DEBUG,
-            OutcomeKind.RETRIED: logging.WARNING,
-            OutcomeKind.DEAD_LETTERED: logging.ERROR,
-        }.get(outcome.kind, logging.WARNING)
         log.log(
             level, "%s %s %s", outcome.kind.value, outcome.queue, list(outcome.key), extra=fields
         )
@@ -458,6 +462,9 @@ async def _wait_all_or(
         )
     finally:
         everything.cancel()
+
+
+_NO_LOCK: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
 
 
 def _fields(message: Message, **more: Any) -> dict[str, Any]:
