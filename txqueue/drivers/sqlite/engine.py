@@ -175,14 +175,18 @@ def messages_from_rows(table: Table, rows: Sequence[Sequence[Any]]) -> list[Mess
     plain_payload = payload.type in (ColumnType.STRING, ColumnType.BYTES)
     name = table.name
     messages = []
+    expirations: dict[int, datetime] = {}  # one per receive: every row shares it
     for row in sorted(rows, key=lambda r: r[width + 1]):
+        expiration = expirations.get(row[width + 2])
+        if expiration is None:
+            expiration = expirations[row[width + 2]] = from_micros(row[width + 2])
         messages.append(
             Message(
                 name,
                 tuple(row[:width]) if plain_keys else tuple(map(decode, keys, row[:width])),
                 row[width] if plain_payload else decode(payload, row[width]),
                 from_micros(row[width + 1]),
-                from_micros(row[width + 2]),
+                expiration,
                 row[width + 3],
                 row[width + 4],
             )

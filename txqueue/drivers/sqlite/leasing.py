@@ -34,9 +34,11 @@ def receive(connection: sqlite3.Connection, params: ReceiveParams, deliver: str)
     """Lease up to ``max_batch_size`` ready messages and commit the leases."""
     statements = queue_statements(params.queue, deliver)
     now = now_micros(params.now)
+    expiration = now + _micros(params.lease)
     arguments = {
         "now": now,
-        "expiration": now + _micros(params.lease),
+        "expiration": expiration,
+        "token": f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}",
         "limit": params.max_batch_size,
     }
     with map_errors():

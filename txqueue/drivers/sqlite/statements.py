@@ -126,11 +126,11 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     backoff = f"(min(1 << min(_txq_delivery_count, {MAX_BACKOFF_EXPONENT}), {MAX_BACKOFF_SECONDS}) * 1000000)"
     returning = ", ".join([*keys, payload, deliver])
     return QueueStatements(
-        # :expiration and :now are µs; the token carries the expiration (core.leases).
+        # :expiration and :now are µs; :token is the expiration and random part of the token
+        # (core.leases), drawn once per statement; the rowid makes each row's token its own.
         receive=(
             f"UPDATE {name} SET"
-            " _txq_lease_token = printf('%014x', :expiration) || lower(hex(randomblob(8)))"
-            " || printf('.%x', rowid),"
+            " _txq_lease_token = :token || printf('.%x', rowid),"
             " _txq_lease_expiration = :expiration,"
             f" _txq_ready_at = :expiration + {backoff},"
             " _txq_delivery_count = _txq_delivery_count + 1"
