@@ -41,7 +41,7 @@ def fill(db: txqueue.Database, count: int) -> None:
         if postgres:
             sql = (
                 "INSERT INTO scaleq (id, payload) SELECT lpad(i::text, 12, '0'), %s"
-                " FROM generate_series(%s, %s) AS i"
+                " FROM generate_series(%s::bigint, %s::bigint) AS i"
             )
             arguments: list[object] = [PAYLOAD, done, done + step - 1]
         else:
@@ -119,16 +119,18 @@ def main() -> None:
     parser.add_argument("--database", required=True)
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--backlog", type=int, default=1_000_000)
-    parser.add_argument("--window", type=int, default=10_000)
+    parser.add_argument("--window", type=int, default=2_000)
     parser.add_argument("--windows", type=int, default=5, help="windows drained per backlog")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--worker-memory", action="store_true")
     args = parser.parse_args()
 
-    db = txqueue.connect(args.database)
+    db = txqueue.connect(args.database, dialect="googlesql")
     if "scaleq" not in {table.name.lower() for table in db.queues()}:
         db.update_ddl([DDL])
     report: dict[str, object] = {"database": args.database.split("@")[-1], "batch": args.batch}
+    fill(db, args.window)  # warm up: connections, prepared statements, table statistics
+    drain_window(db, args.window, args.batch)
     for backlog in (args.small, args.backlog):
         fill(db, backlog)
         windows = max(1, min(args.windows, backlog // args.window))

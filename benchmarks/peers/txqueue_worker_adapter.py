@@ -3,7 +3,8 @@
 Copy next to the harness's adapters (see README.md here) and register it as
 ``"txqueue_worker": "adapters.txqueue_worker_adapter:TxQueueWorker"``.
 
-params: engine=sqlite|postgres, concurrency=N (handlers in flight per process, default 16)
+params: engine=sqlite|postgres, concurrency=N (handlers in flight per process, default 16,
+        the runtime's own default)
 One async handler per message; the runtime receives in batches sized to free places and
 coalesces acks (each fenced by its lease token) into one transaction every few ms.
 """
