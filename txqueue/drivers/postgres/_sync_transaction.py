@@ -20,7 +20,7 @@ import psycopg
 from txqueue.core.schema import Table
 from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
 from txqueue.drivers.postgres import writes
-from txqueue.drivers.postgres.codec import encode, map_errors
+from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
 from txqueue.drivers.postgres.statements import CHANNEL, ident, queue_statements
 from txqueue.errors import (
     Aborted,
@@ -47,7 +47,8 @@ _FLUSH_AT = 1000
 
 
 def encoded_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
-    return [encode(c, v) for c, v in zip(table.key_columns, key)]
+    """A checked key as psycopg sends it: as it is (key columns are never JSON; DDL refuses)."""
+    return list(key)
 
 
 class PostgresTransaction:
@@ -340,20 +341,16 @@ def _ack_arrays(items: list[Any]) -> list[Any]:
     stored: list[str | None] = []
     locations: list[str | None] = []
     for item in items:
-        token = item.lease_token
-        if token is None:
-            stored.append(None)
-            locations.append(None)
-            continue
-        part, _, locator = token.partition(".")
+        part, location = (
+            (None, None) if item.lease_token is None else checked_token_parts(item.lease_token)
+        )
         stored.append(part)
-        number = int(locator, 16) if locator else None
-        locations.append(None if number is None else f"({number >> 16},{number & 0xFFFF})")
+        locations.append(location)
     return [*columns, stored, locations, items[0].now]
 
 
 def _key_arrays(table: Table, keys: list[tuple[Any, ...]]) -> list[list[Any]]:
-    """One list per key column; key columns are never JSON, so values go as they are."""
+    """One list per key column (see ``encoded_key``: values go as they are)."""
     if not keys:
         return [[] for _ in table.primary_key]
     return [list(values) for values in zip(*keys)]

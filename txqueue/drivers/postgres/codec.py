@@ -11,7 +11,7 @@ import psycopg
 from psycopg import errors as pg
 from psycopg.types.json import Jsonb
 
-from txqueue.core.leases import TOKEN_EXPIRATION_DIGITS, token_expiration_micros, token_locator
+from txqueue.core.leases import TOKEN_EXPIRATION_DIGITS, token_expiration_micros
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.errors import (
     Aborted,
@@ -26,6 +26,7 @@ from txqueue.errors import (
 from txqueue.models import Message
 
 __all__ = [
+    "checked_token_parts",
     "decode",
     "encode",
     "map_error",
@@ -115,9 +116,17 @@ def stored_token(token: str | None) -> str | None:
 
 
 def token_location(token: str) -> str | None:
-    """The ctid (as ``(page,item)`` text) a handed-out token carries, None if it has none."""
-    locator = token_locator(token) if token_expiration_micros(token) is not None else None
-    return None if locator is None else f"({locator >> 16},{locator & 0xFFFF})"
+    """The ctid a token carries, None if it is not one of ours or has no location."""
+    return checked_token_parts(token)[1] if token_expiration_micros(token) is not None else None
+
+
+def checked_token_parts(token: str) -> tuple[str, str | None]:
+    """Stored part and ctid (``(page,item)`` text) of a token already known to be ours."""
+    stored, _, locator = token.partition(".")
+    if not locator:
+        return stored, None
+    number = int(locator, 16)
+    return stored, f"({number >> 16},{number & 0xFFFF})"
 
 
 def utc(value: datetime) -> datetime:
