@@ -7,6 +7,7 @@ Buffered batch mutations are plain calls (``b.send``), transaction methods are a
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
@@ -17,7 +18,7 @@ import pytest
 import txqueue
 from txqueue.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 
-from .support import SKEW, Names, default_dialect, seconds, utcnow
+from .support import SKEW, Names, default_dialect, is_postgres, seconds, utcnow
 
 
 class AsyncEnv:
@@ -290,3 +291,66 @@ async def test_parent_delete_cascades(aenv: AsyncEnv) -> None:
     await aenv.db.run_in_transaction(work)
 
     assert await aenv.task_keys() == [(2, "b")]
+
+
+class TableLock:
+    """Another connection holding the queue's table, so a receive statement waits inside the
+    database (SQLite: the write lock, for one 100 ms busy wait at a time; PostgreSQL: an
+    ACCESS EXCLUSIVE lock, for as long as it is held)."""
+
+    def __init__(self, url: str, table: str) -> None:
+        self.url, self.table = url, table
+        self._connection: Any = None
+
+    def hold(self) -> None:
+        if is_postgres(self.url):
+            import psycopg
+
+            self._connection = psycopg.connect(self.url)
+            self._connection.execute(f"LOCK TABLE {self.table} IN ACCESS EXCLUSIVE MODE")
+        else:
+            path = self.url.removeprefix("sqlite:///").split("?")[0]
+            self._connection = sqlite3.connect(path, isolation_level=None)
+            self._connection.execute("BEGIN IMMEDIATE")
+
+    def release(self) -> None:
+        self._connection.commit() if is_postgres(self.url) else self._connection.execute("COMMIT")
+        self._connection.close()
+
+
+@pytest.mark.parametrize("face", ["stream", "receive_now"])
+async def test_a_receive_cancelled_mid_statement_gives_its_leases_back(
+    aenv: AsyncEnv, face: str
+) -> None:
+    """A cancellation that lands while the lease statement runs (a worker stopping, a
+    timeout) must not leave the messages leased by no one until the lease expires: the
+    statement is let finish and what it leased is released at once. The loop retries until
+    the cancellation did land mid-statement (the message's delivery count shows it)."""
+    await aenv.add_users(1)
+    await aenv.send(1, "tick")
+    lock = TableLock(aenv.url, aenv.tasks.lower())
+    landed_mid_statement = 0
+    for _ in range(10):
+        lock.hold()
+        try:
+            if face == "stream":
+                consumer = asyncio.create_task(aenv.receive(max_duration=seconds(5), limit=1))
+            else:
+                consumer = asyncio.create_task(aenv.db.receive_now(aenv.tasks))
+            await asyncio.sleep(0.05)  # pacing: let the statement reach the held lock
+            consumer.cancel()
+        finally:
+            lock.release()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+        info = await aenv.db.queue_info(aenv.tasks)
+        assert (info.ready, info.leased) == (1, 0), "a cancelled receive kept its lease"
+        async with aenv.db.snapshot() as snapshot:
+            rows = await snapshot.execute_sql("SELECT COUNT(*) FROM usertasks")
+            assert [tuple(row) for row in rows] == [(1,)]
+        message = await aenv.receive_one(max_duration=seconds(5))
+        landed_mid_statement = message.delivery_count - 1
+        await aenv.db.release_lease(aenv.tasks, [message.lease_token])
+        if landed_mid_statement:
+            break
+    assert landed_mid_statement, "no cancellation landed while the statement ran"

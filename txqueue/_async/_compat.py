@@ -8,19 +8,52 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ["Lock", "acquire", "monotonic", "run_blocking", "sleep", "wait_readable"]
+__all__ = [
+    "CancelledError",
+    "Lock",
+    "acquire",
+    "finish",
+    "monotonic",
+    "run_blocking",
+    "sleep",
+    "wait_readable",
+]
 
 T = TypeVar("T")
 Lock = asyncio.Lock
+CancelledError = asyncio.CancelledError
 monotonic = time.monotonic
 
 
 async def run_blocking(function: Callable[..., T], *args: Any) -> T:
     """Run blocking driver work (SQLite calls) on a worker thread."""
     return await asyncio.to_thread(function, *args)
+
+
+async def finish(operation: Awaitable[T]) -> tuple[T, bool]:
+    """Await ``operation`` to its end even when this task is cancelled meanwhile.
+
+    For statements that take leases: a cancellation landing while one runs (on a thread, or
+    with its result on the wire) would drop the result, and the messages would stay leased by
+    no one until the lease expired. Returns the result and whether a cancellation arrived;
+    the caller gives back what it took, then raises ``CancelledError``.
+    """
+    task = asyncio.ensure_future(operation)
+    cancelled = False
+    while True:
+        try:
+            return await asyncio.shield(task), cancelled
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            cancelled = True
+        except BaseException:
+            if cancelled:  # it failed, so it took nothing: the cancellation goes on
+                raise asyncio.CancelledError from None
+            raise
 
 
 async def sleep(seconds: float) -> None:

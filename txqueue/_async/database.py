@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from txqueue._async._compat import Lock, monotonic, sleep
+from txqueue._async._compat import CancelledError, Lock, finish, monotonic, sleep
 from txqueue._async.drivers import open_driver
 from txqueue._async.protocol import AsyncDriver
 from txqueue._async.transaction import AsyncBatch, AsyncSnapshot, AsyncTransaction
@@ -238,9 +238,12 @@ class AsyncDatabase:
         table = await self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
         try:
-            batch = await self._driver.receive_now(params)
+            batch, cancelled = await finish(self._driver.receive_now(params))
         except Aborted:
             return []
+        if cancelled:  # nobody will get these: give them back now
+            await self._give_back(table, batch)
+            raise CancelledError
         return _mark_last(batch) if batch else []
 
     def receive(
@@ -285,12 +288,15 @@ class AsyncDatabase:
         try:
             while True:
                 try:
-                    batch = await receiver.receive(
-                        ReceiveParams(table, max_batch_size, lease, self.now())
+                    batch, cancelled = await finish(
+                        receiver.receive(ReceiveParams(table, max_batch_size, lease, self.now()))
                     )
                     contended = False
                 except Aborted:  # e.g. SQLite's write lock held by a long transaction
-                    batch, contended = [], True
+                    batch, cancelled, contended = [], False, True
+                if cancelled:  # closed while leasing: the finally below gives them back
+                    pending = batch
+                    raise CancelledError
                 if batch:
                     pending = _mark_last(batch)
                     while pending:
@@ -309,9 +315,14 @@ class AsyncDatabase:
                     await receiver.wait(wait)
         finally:
             if pending:
-                tokens = [m.lease_token for m in pending]
-                await self._driver.release(ReleaseParams(table, tokens, timedelta(0), self.now()))
+                await self._give_back(table, pending)
             await receiver.close()
+
+    async def _give_back(self, table: Table, messages: list[Message]) -> None:
+        """Release leases nobody was handed, visible again at once."""
+        if messages:
+            tokens = [m.lease_token for m in messages]
+            await self._driver.release(ReleaseParams(table, tokens, timedelta(0), self.now()))
 
     async def renew_lease(
         self, queue: str, tokens: Sequence[str], extension: timedelta | str = DEFAULT_LEASE

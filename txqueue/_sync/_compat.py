@@ -12,16 +12,36 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["Lock", "acquire", "monotonic", "run_blocking", "sleep", "wait_readable"]
+__all__ = [
+    "CancelledError",
+    "Lock",
+    "acquire",
+    "finish",
+    "monotonic",
+    "run_blocking",
+    "sleep",
+    "wait_readable",
+]
 
 T = TypeVar("T")
 Lock = threading.Lock
+
+
+class CancelledError(BaseException):
+    """Never raised: the sync face has no task cancellation (the async face's twin)."""
+
+
 monotonic = time.monotonic
 
 
 def run_blocking(function: Callable[..., T], *args: Any) -> T:
     """Run blocking driver work; the sync face simply calls it."""
     return function(*args)
+
+
+def finish(result: T) -> tuple[T, bool]:
+    """The sync face's call has already run to its end: never cancelled."""
+    return result, False
 
 
 def sleep(seconds: float) -> None:

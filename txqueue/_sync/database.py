@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from txqueue._sync._compat import Lock, monotonic, sleep
+from txqueue._sync._compat import CancelledError, Lock, finish, monotonic, sleep
 from txqueue._sync.drivers import open_driver
 from txqueue._sync.protocol import Driver
 from txqueue._sync.transaction import Batch, Snapshot, Transaction
@@ -239,9 +239,12 @@ class Database:
         table = self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
         try:
-            batch = self._driver.receive_now(params)
+            batch, cancelled = finish(self._driver.receive_now(params))
         except Aborted:
             return []
+        if cancelled:  # nobody will get these: give them back now
+            self._give_back(table, batch)
+            raise CancelledError
         return _mark_last(batch) if batch else []
 
     def receive(
@@ -286,12 +289,15 @@ class Database:
         try:
             while True:
                 try:
-                    batch = receiver.receive(
-                        ReceiveParams(table, max_batch_size, lease, self.now())
+                    batch, cancelled = finish(
+                        receiver.receive(ReceiveParams(table, max_batch_size, lease, self.now()))
                     )
                     contended = False
                 except Aborted:  # e.g. SQLite's write lock held by a long transaction
-                    batch, contended = [], True
+                    batch, cancelled, contended = [], False, True
+                if cancelled:  # closed while leasing: the finally below gives them back
+                    pending = batch
+                    raise CancelledError
                 if batch:
                     pending = _mark_last(batch)
                     while pending:
@@ -310,9 +316,14 @@ class Database:
                     receiver.wait(wait)
         finally:
             if pending:
-                tokens = [m.lease_token for m in pending]
-                self._driver.release(ReleaseParams(table, tokens, timedelta(0), self.now()))
+                self._give_back(table, pending)
             receiver.close()
+
+    def _give_back(self, table: Table, messages: list[Message]) -> None:
+        """Release leases nobody was handed, visible again at once."""
+        if messages:
+            tokens = [m.lease_token for m in messages]
+            self._driver.release(ReleaseParams(table, tokens, timedelta(0), self.now()))
 
     def renew_lease(
         self, queue: str, tokens: Sequence[str], extension: timedelta | str = DEFAULT_LEASE
