@@ -273,6 +273,26 @@ def test_ack_and_business_write_commit_together(env: Env) -> None:
     assert env.task_keys() == []
 
 
+def test_a_refused_ack_among_buffered_mutations_commits_nothing(env: Env) -> None:
+    """On PostgreSQL the buffered sends and acks travel in one round trip with COMMIT: an item
+    that cannot apply must still stop the commit, and the error must name that item."""
+    env.add_users(1)
+    env.send(1, "a")
+    env.send(1, "b")
+    first, second = sorted(env.receive(max_batch_size=2, limit=2), key=lambda m: m.key)
+
+    with pytest.raises(FailedPrecondition) as caught, env.db.batch() as b:
+        b.insert(env.names.users, columns=env.names.user_columns, values=[(2, "new")])
+        b.send(queue=env.tasks, key=(1, "c"), payload=b"c")
+        b.ack(queue=env.tasks, key=second.key, lease_token=second.lease_token)
+        b.ack(queue=env.tasks, key=first.key, lease_token=second.lease_token)
+        b.ack(queue=env.tasks, key=(1, "never-sent"), ignore_not_found=True)
+
+    assert repr(first.key) in str(caught.value)
+    assert env.task_keys() == [(1, "a"), (1, "b")]
+    assert [row[0] for row in env.user_rows()] == [1]
+
+
 def test_a_rewritten_table_and_the_leases_in_it(env: Env) -> None:
     """PostgreSQL tokens carry their row's ctid, which VACUUM FULL changes: the lease is lost
     (no renewal, no fenced ack), as when it expires. SQLite tokens carry the rowid, which its

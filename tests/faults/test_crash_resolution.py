@@ -1,14 +1,12 @@
-"""A COMMIT in flight when PostgreSQL crashes must not be resolved from a reused xid.
+"""A COMMIT in flight when PostgreSQL crashes must be resolved truthfully after the restart.
 
-The resolver asks ``pg_xact_status(xid)`` about a transaction whose COMMIT reply was lost.
-After a crash that is not safe: an xid whose WAL records had not reached disk is forgotten by
-crash recovery, so the restarted server hands the same xid8 to a new transaction. Asked
-before that happens, ``pg_xact_status`` raises "transaction ID … is in the future"; asked
-after, it reports the status of the *new* transaction — "committed" for a transaction that
-was lost. Either way the lost transaction never committed, and txqueue must report it as
-rolled back (``Aborted``, so ``run_in_transaction`` re-runs it) or ``CommitOutcomeUnknown``.
-The resolver knows: the xid it learns before COMMIT carries the server's start time, and a
-changed start time means only "did not commit" can be trusted.
+A resolver that asked ``pg_xact_status(xid)`` would be misled here: a transaction whose WAL
+never reached disk is forgotten by crash recovery, and the restarted server hands the same
+xid to a new transaction, whose status it then reports — "committed" for a transaction that
+was lost. txqueue's resolver reads the commit marker the transaction would have written (as
+durable as the commit) once the old backend is gone, so the lost transaction is reported
+rolled back (``Aborted``, and ``run_in_transaction`` re-runs it); ``CommitOutcomeUnknown``
+is tolerated, "committed" is a failure.
 
 The scenario is made deterministic: the server's WAL writer sleeps 10 s (so the lost
 transaction's records stay in memory), the proxy stalls its COMMIT (never forwarded, socket

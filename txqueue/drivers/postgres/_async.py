@@ -10,6 +10,7 @@ behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -51,6 +52,7 @@ from txqueue.drivers.postgres.statements import (
     CATALOG,
     CHANNEL,
     DDL_LOCK,
+    FORGET_COMMITS,
     create_index,
     create_table,
     ident,
@@ -137,12 +139,29 @@ class AsyncPostgresDriver:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
-            configure=_configure,
+            configure=self._configure,
             open=False,
             timeout=30.0,
         )
         self.deliver_column = DELIVER_TIME[Dialect.POSTGRESQL]
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
+        self._slots: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+    async def _configure(self, connection: Any) -> None:
+        """Every pooled connection reads and writes timestamps in UTC (as Spanner does) and
+        learns its commit slot: its backend's pid and start time, unique on the server."""
+        cursor = await connection.execute(
+            "SET TIME ZONE 'UTC';"
+            " SELECT pid || '@' || extract(epoch FROM backend_start) FROM pg_stat_activity"
+            " WHERE pid = pg_backend_pid()"
+        )
+        cursor.nextset()
+        row = await cursor.fetchone()
+        self._slots[connection] = str(row[0]) if row else f"{connection.info.backend_pid}@"
+
+    def commit_slot(self, connection: Any) -> str:
+        """The slot whose commit marker ``connection``'s transactions write."""
+        return self._slots[connection]
 
     async def open(self) -> None:
         with map_errors():
@@ -166,6 +185,10 @@ class AsyncPostgresDriver:
         finally:
             await self.put(connection)
 
+    async def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Rows of one statement run on a pooled connection, outside any transaction."""
+        return await self._run(sql, params)
+
     async def initialize(self, dialect: Dialect | None) -> Dialect:
         connection = await self.get()
         try:
@@ -174,6 +197,7 @@ class AsyncPostgresDriver:
                     await connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
                     for statement in CATALOG:
                         await connection.execute(statement)
+                    await connection.execute(FORGET_COMMITS)
                     cursor = await connection.execute(
                         "SELECT value FROM txqueue_settings WHERE name = 'dialect'"
                     )
@@ -371,14 +395,16 @@ class AsyncPostgresDriver:
             "dead_letters": await self._with_connection(dead_letters.count, queue),
         }
 
-    async def resolve_commit(self, xid: str, backend: int) -> str:
-        """Find out whether transaction ``xid`` committed: "committed", "aborted" or "unknown".
+    async def resolve_commit(self, slot: str, token: int) -> str:
+        """Find out whether the commit that wrote ``token`` into ``slot`` happened:
+        "committed", "aborted" or "unknown" (only when the server cannot be asked in time).
 
-        Asks ``pg_xact_status`` on a fresh connection. "in progress" is not "aborted": the old
-        backend may still be finishing the COMMIT, so keep asking; past a bound, terminate that
-        backend (its outcome is then settled) and ask again. Never guesses.
+        The marker is read on a fresh connection once the old backend (pid and start time,
+        the slot's name) is gone: until then its transaction may still be finishing COMMIT.
+        Past a bound that backend is terminated, which settles its outcome. A server restart
+        ends it too; the marker is as durable as the commit. Never guesses.
         """
-        xid, _, incarnation = xid.partition("@")
+        pid, _, backend_start = slot.partition("@")
         started = monotonic()
         terminated = False
         while monotonic() - started < RESOLVE_TIMEOUT:
@@ -387,29 +413,21 @@ class AsyncPostgresDriver:
                     self._conninfo, autocommit=True, connect_timeout=5
                 ) as connection:
                     while monotonic() - started < RESOLVE_TIMEOUT:
-                        try:
-                            cursor = await connection.execute(
-                                "SELECT extract(epoch FROM pg_postmaster_start_time())::text,"
-                                " pg_xact_status(%s::xid8)",
-                                [xid],
-                            )
-                        except psycopg.errors.InvalidParameterValue:
-                            # "transaction ID ... is in the future": crash recovery forgot the
-                            # xid (its WAL never reached disk), so it cannot have committed.
-                            return "aborted"
+                        cursor = await connection.execute(
+                            "SELECT count(*) FROM pg_stat_activity"
+                            " WHERE pid = %s AND extract(epoch FROM backend_start)::text = %s",
+                            [int(pid), backend_start],
+                        )
                         row = await cursor.fetchone()
-                        now_incarnation, status = (None, None) if row is None else row
-                        if incarnation and now_incarnation != incarnation:
-                            # The server restarted since: crash recovery may have handed the xid
-                            # to a new transaction, so only "did not commit" is certain (ours
-                            # cannot be in progress after a crash; never terminate that backend).
-                            return "aborted" if status in ("aborted", "in progress") else "unknown"
-                        if status in ("committed", "aborted"):
-                            return str(status)
-                        if status is None:
-                            return "unknown"  # too old to tell (wrapped around)
+                        if row is None or row[0] == 0:
+                            cursor = await connection.execute(
+                                "SELECT token FROM txqueue_commits WHERE slot = %s", [slot]
+                            )
+                            marker = await cursor.fetchone()
+                            committed = marker is not None and marker[0] == token
+                            return "committed" if committed else "aborted"
                         if not terminated and monotonic() - started > IN_PROGRESS_BOUND:
-                            await connection.execute("SELECT pg_terminate_backend(%s)", [backend])
+                            await connection.execute("SELECT pg_terminate_backend(%s)", [int(pid)])
                             terminated = True
                         await sleep(0.02)
             except psycopg.OperationalError:
@@ -429,11 +447,6 @@ class AsyncPostgresDriver:
 
     async def close(self) -> None:
         await self._pool.close()
-
-
-async def _configure(connection: Any) -> None:
-    """Every pooled connection reads and writes timestamps in UTC (as Spanner does)."""
-    await connection.execute("SET TIME ZONE 'UTC'")
 
 
 def _own_connection(connection: Any) -> Any:

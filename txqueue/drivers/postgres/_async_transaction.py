@@ -2,14 +2,17 @@
 
 Round trips are what a transaction costs beyond its commit, so this class spends few:
 BEGIN travels in one pipeline with the first statement; sends and acks are buffered (like
-Spanner's mutations) and flushed as one pipeline per run of the same operation, together
-with the query that learns the transaction id and NOTIFYs receivers. A lone send or ack is
-then two round trips: the pipeline and COMMIT. Errors of buffered operations surface at the
-next statement or at commit, as Spanner's mutation errors surface at commit.
+Spanner's mutations) and applied as one statement per run of the same operation. At commit
+they travel in one pipeline with the commit marker (resolves a lost COMMIT reply), the NOTIFY
+for receivers and COMMIT itself: a lone send or ack is one round trip. There a run that
+cannot apply in full fails its statement inside the server, so the COMMIT behind it never
+runs. Errors of buffered operations surface at the next statement or at commit, as Spanner's
+mutation errors surface at commit.
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from itertools import groupby
 from typing import Any
@@ -20,7 +23,13 @@ from txqueue.core.schema import Table
 from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
-from txqueue.drivers.postgres.statements import CHANNEL, ident, queue_statements
+from txqueue.drivers.postgres.statements import (
+    CHANNEL,
+    COMMIT_MARKER,
+    NOTIFY_SENT,
+    ident,
+    queue_statements,
+)
 from txqueue.errors import (
     Aborted,
     AlreadyExists,
@@ -34,13 +43,8 @@ from txqueue.models import ResultSet
 
 __all__ = ["AsyncPostgresTransaction"]
 
-#: Learns the transaction id and the server incarnation ("<xid>@<postmaster start>", to resolve
-#: a dropped COMMIT) and NOTIFYs the sent queues.
-_PREPARE_COMMIT = (
-    "SELECT pg_current_xact_id_if_assigned()::text"
-    " || '@' || extract(epoch FROM pg_postmaster_start_time())::text,"
-    " (SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q)"
-)
+#: The SQLSTATE of ``txqueue_refuse``: a buffered item could not apply.
+_REFUSED = "TQ001"
 #: Buffered operations flush once this many are pending.
 _FLUSH_AT = 1000
 
@@ -61,17 +65,14 @@ class AsyncPostgresTransaction:
         self._begun = not owned  # the caller's transaction is open (our savepoint too)
         self._pending: list[SendParams | AckParams] = []
         self._sent: set[str] = set()
-        self._xid: str | None = None
-        self._xid_current = True  # False once a statement may have written since we asked
+        self._token: int | None = None  # the commit marker's, once the COMMIT is sent
         self._finished = False
 
     # ---- statements --------------------------------------------------------------------
 
-    async def _execute(self, sql: str, params: Any = None, writes_rows: bool = True) -> Any:
+    async def _execute(self, sql: str, params: Any = None) -> Any:
         """Run one statement after the buffered operations; BEGIN rides along if needed."""
         await self._flush()
-        if writes_rows:
-            self._xid_current = False
         with map_errors():
             if self._begun:
                 return await self._connection.execute(sql, params)
@@ -93,7 +94,6 @@ class AsyncPostgresTransaction:
         rows = [[encode(c, v) for c, v in zip(schema, row)] for row in params.rows]
         positions = writes.key_positions(table, columns)
         await self._flush()
-        self._xid_current = False
         with map_errors():
             cursor = self._connection.cursor()  # outlives the pipeline: results arrive at sync
             async with self._connection.pipeline():
@@ -126,7 +126,6 @@ class AsyncPostgresTransaction:
             cursor = await self._execute(f"DELETE FROM {ident(table.name)}")
             return int(cursor.rowcount)
         await self._flush()
-        self._xid_current = False
         keys = [encoded_key(table, key) for key in params.keys]
         with map_errors():
             cursor = self._connection.cursor()  # outlives the pipeline: results arrive at sync
@@ -140,8 +139,7 @@ class AsyncPostgresTransaction:
         return total
 
     def note_sent(self, queue: str) -> None:
-        self._sent.add(queue)
-        self._xid_current = False  # the NOTIFY for it is sent with the commit's xid query
+        self._sent.add(queue)  # NOTIFYed with the COMMIT
 
     async def flush(self) -> None:
         await self._flush()
@@ -199,33 +197,27 @@ class AsyncPostgresTransaction:
 
         A run of sends (or acks) to one queue travels as one ``INSERT … SELECT FROM unnest``
         (``DELETE … USING unnest``) whose RETURNING names the rows it touched; a row it did
-        not touch is a taken key, a lost lease or a missing message, examined afterwards.
+        not touch is a taken key, a lost lease or a missing message, examined afterwards
+        (the transaction stays usable, as after any refused mutation).
         """
         if not self._pending:
             return
         pending, self._pending = self._pending, []
         deliver = self._driver.deliver_column
-        runs = [list(group) for _, group in groupby(pending, key=_run_key)]
         results = []
         with map_errors():
             async with self._connection.pipeline():
                 await self._begin_in_pipeline()
-                for items in runs:
+                for items in _runs(pending):
                     statements = queue_statements(items[0].queue, deliver)
                     if isinstance(items[0], SendParams):
                         sql, arguments = statements.send_many, _send_arrays(items)
                     else:
                         sql, arguments = statements.ack_many, _ack_arrays(items)
                     results.append((items, await self._connection.execute(sql, arguments)))
-                marker = await self._connection.execute(
-                    _PREPARE_COMMIT, [CHANNEL, sorted(self._sent)]
-                )
-            row = await marker.fetchone()
             # Every item touched a row (a statement touches a row once): nothing to examine.
             partial = [(items, c) for items, c in results if c.rowcount != len(items)]
             touched = [Counter(map(tuple, await cursor.fetchall())) for _, cursor in partial]
-        self._xid = None if row is None else row[0]
-        self._xid_current = True
         for (items, _), done in zip(partial, touched):
             for item in items:
                 key = tuple(encoded_key(item.queue, item.key))
@@ -251,56 +243,128 @@ class AsyncPostgresTransaction:
         if not item.ignore_not_found:
             raise NotFound(f"queue {table.name} has no message with key {item.key!r}")
 
+    async def _flush_and_commit(self) -> None:
+        """One pipeline: the buffered runs (as statements that fail when an item cannot
+        apply, so the server skips the rest), the commit marker, the NOTIFY and COMMIT.
+
+        Acks that may miss (``ignore_not_found``) need their rows examined before COMMIT:
+        then the runs are flushed first and COMMIT follows in a second round trip.
+        """
+        if any(isinstance(item, AckParams) and item.ignore_not_found for item in self._pending):
+            await self._flush()
+        pending, self._pending = self._pending, []
+        deliver = self._driver.deliver_column
+        runs = _runs(pending)
+        with map_errors():
+            try:
+                async with self._connection.pipeline():
+                    await self._begin_in_pipeline()
+                    for number, items in enumerate(runs):
+                        statements = queue_statements(items[0].queue, deliver)
+                        if isinstance(items[0], SendParams):
+                            sql, arguments = statements.send_refusing, _send_arrays(items)
+                        else:
+                            sql, arguments = statements.ack_refusing, _ack_arrays(items)
+                        await self._connection.execute(sql, [*arguments, len(items), number])
+                    await self._end_in_pipeline()
+            except psycopg.Error as error:
+                if error.sqlstate != _REFUSED:
+                    raise
+                number = int((error.diag.message_detail or "").rpartition(":")[2])
+                raise _Refused(runs[number]) from error
+
+    async def _end_in_pipeline(self) -> None:
+        """Inside the commit's pipeline: the commit marker (a transaction that wrote records
+        a token first known here, so a lost reply can be resolved), the NOTIFY, COMMIT."""
+        if not self._read_only:
+            self._token = random.getrandbits(63)
+            slot = self._driver.commit_slot(self._connection)
+            await self._connection.execute(COMMIT_MARKER, [slot, self._token])
+        if self._sent:
+            await self._connection.execute(NOTIFY_SENT, [CHANNEL, sorted(self._sent)])
+        await self._connection.execute("COMMIT")
+
     # ---- ending --------------------------------------------------------------------------
 
     async def commit(self) -> None:
         if self._finished:
             return
+        if not self._owned:
+            try:
+                await self._flush()
+            except BaseException:
+                await self.rollback()
+                raise
+            self._finished = True
+            await self._execute("RELEASE SAVEPOINT txqueue")
+            return
+        if not self._begun and not self._pending:
+            self._finished = True  # nothing ran: nothing to commit
+            await self._driver.put(self._connection)
+            return
         try:
-            await self._flush()
+            await self._flush_and_commit()
+        except _Refused as refused:
+            await self.rollback()
+            await self._explain(refused.items)
+        except Unavailable as error:
+            if not (self._connection.broken or self._connection.closed):
+                await self.rollback()  # the server answered: nothing committed
+                raise
+            self._finished = True
+            try:
+                await self._resolve(error)
+            finally:
+                await self._driver.put(self._connection)
+            return
         except BaseException:
             await self.rollback()
             raise
         self._finished = True
-        if not self._owned:
-            await self._execute("RELEASE SAVEPOINT txqueue", writes_rows=False)
-            return
-        try:
-            if not self._begun:
-                return  # nothing ran: nothing to commit
-            if not self._xid_current:
-                with map_errors():
-                    cursor = await self._connection.execute(
-                        _PREPARE_COMMIT, [CHANNEL, sorted(self._sent)]
-                    )
-                    row = await cursor.fetchone()
-                self._xid = None if row is None else row[0]
-            await self._commit(self._xid, self._connection.info.backend_pid)
-        finally:
-            await self._driver.put(self._connection)
+        await self._driver.put(self._connection)
 
-    async def _commit(self, xid: str | None, backend: int) -> None:
-        try:
-            await self._connection.execute("COMMIT")
-        except psycopg.OperationalError as error:
-            if xid is None:
-                raise Unavailable(
-                    f"connection lost at COMMIT of a read-only transaction: {error}"
-                ) from error
-            outcome = await self._driver.resolve_commit(xid, backend)
-            if outcome == "committed":
-                return
-            if outcome == "aborted":
-                raise Aborted(
-                    f"the connection dropped at COMMIT and the transaction was rolled back: {error}"
-                ) from error
-            raise CommitOutcomeUnknown(
-                f"the connection dropped at COMMIT of transaction {xid} and its outcome "
-                f"could not be determined: {error}"
+    async def _explain(self, items: list[SendParams] | list[AckParams]) -> None:
+        """Raise the error of the first item of a refused run (rolled back by now), found by
+        looking at the rows as they are; if every item would apply now, the rows changed
+        under the transaction and it is ``Aborted`` (run it again)."""
+        seen: set[tuple[Any, ...]] = set()
+        for item in items:
+            table = item.queue
+            key = encoded_key(table, item.key)
+            again = tuple(key) in seen
+            seen.add(tuple(key))
+            statements = queue_statements(table, self._driver.deliver_column)
+            exists = again or bool(await self._driver.query(statements.exists, key))
+            if isinstance(item, SendParams):
+                if exists:
+                    await self._fail(item)
+                continue
+            if again or not exists:
+                raise NotFound(f"queue {table.name} has no message with key {item.key!r}")
+            if item.lease_token is not None:
+                stored, location = checked_token_parts(item.lease_token)
+                held = await self._driver.query(statements.lease_held, [*key, stored, location])
+                if not held:
+                    raise FailedPrecondition(
+                        f"lease token no longer holds the lease of {table.name} {item.key!r}"
+                    )
+        raise Aborted("buffered sends or acks could not apply: the rows changed meanwhile")
+
+    async def _resolve(self, error: Unavailable) -> None:
+        """The connection dropped during the commit's pipeline: did COMMIT happen?"""
+        if self._token is None:
+            raise error  # a read-only transaction: there is nothing to resolve
+        slot = self._driver.commit_slot(self._connection)
+        outcome = await self._driver.resolve_commit(slot, self._token)
+        if outcome == "committed":
+            return
+        if outcome == "aborted":
+            raise Aborted(
+                f"the connection dropped at COMMIT and the transaction was rolled back: {error}"
             ) from error
-        except psycopg.Error as error:
-            with map_errors():
-                raise error
+        raise CommitOutcomeUnknown(
+            f"the connection dropped at COMMIT and its outcome could not be determined: {error}"
+        ) from error
 
     async def rollback(self) -> None:
         if self._finished:
@@ -318,6 +382,19 @@ class AsyncPostgresTransaction:
             with map_errors():
                 await self._connection.execute("ROLLBACK TO SAVEPOINT txqueue")
                 await self._connection.execute("RELEASE SAVEPOINT txqueue")
+
+
+class _Refused(Exception):
+    """A run of buffered items failed its statement in the commit's pipeline."""
+
+    def __init__(self, items: list[Any]) -> None:
+        super().__init__("refused")
+        self.items = items
+
+
+def _runs(pending: list[SendParams | AckParams]) -> list[list[Any]]:
+    """Consecutive sends (or acks) to one queue: each run travels as one statement."""
+    return [list(group) for _, group in groupby(pending, key=_run_key)]
 
 
 def _run_key(item: SendParams | AckParams) -> tuple[type, str]:

@@ -3,14 +3,17 @@
 
 Round trips are what a transaction costs beyond its commit, so this class spends few:
 BEGIN travels in one pipeline with the first statement; sends and acks are buffered (like
-Spanner's mutations) and flushed as one pipeline per run of the same operation, together
-with the query that learns the transaction id and NOTIFYs receivers. A lone send or ack is
-then two round trips: the pipeline and COMMIT. Errors of buffered operations surface at the
-next statement or at commit, as Spanner's mutation errors surface at commit.
+Spanner's mutations) and applied as one statement per run of the same operation. At commit
+they travel in one pipeline with the commit marker (resolves a lost COMMIT reply), the NOTIFY
+for receivers and COMMIT itself: a lone send or ack is one round trip. There a run that
+cannot apply in full fails its statement inside the server, so the COMMIT behind it never
+runs. Errors of buffered operations surface at the next statement or at commit, as Spanner's
+mutation errors surface at commit.
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from itertools import groupby
 from typing import Any
@@ -21,7 +24,13 @@ from txqueue.core.schema import Table
 from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
-from txqueue.drivers.postgres.statements import CHANNEL, ident, queue_statements
+from txqueue.drivers.postgres.statements import (
+    CHANNEL,
+    COMMIT_MARKER,
+    NOTIFY_SENT,
+    ident,
+    queue_statements,
+)
 from txqueue.errors import (
     Aborted,
     AlreadyExists,
@@ -35,13 +44,8 @@ from txqueue.models import ResultSet
 
 __all__ = ["PostgresTransaction"]
 
-#: Learns the transaction id and the server incarnation ("<xid>@<postmaster start>", to resolve
-#: a dropped COMMIT) and NOTIFYs the sent queues.
-_PREPARE_COMMIT = (
-    "SELECT pg_current_xact_id_if_assigned()::text"
-    " || '@' || extract(epoch FROM pg_postmaster_start_time())::text,"
-    " (SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q)"
-)
+#: The SQLSTATE of ``txqueue_refuse``: a buffered item could not apply.
+_REFUSED = "TQ001"
 #: Buffered operations flush once this many are pending.
 _FLUSH_AT = 1000
 
@@ -62,17 +66,14 @@ class PostgresTransaction:
         self._begun = not owned  # the caller's transaction is open (our savepoint too)
         self._pending: list[SendParams | AckParams] = []
         self._sent: set[str] = set()
-        self._xid: str | None = None
-        self._xid_current = True  # False once a statement may have written since we asked
+        self._token: int | None = None  # the commit marker's, once the COMMIT is sent
         self._finished = False
 
     # ---- statements --------------------------------------------------------------------
 
-    def _execute(self, sql: str, params: Any = None, writes_rows: bool = True) -> Any:
+    def _execute(self, sql: str, params: Any = None) -> Any:
         """Run one statement after the buffered operations; BEGIN rides along if needed."""
         self._flush()
-        if writes_rows:
-            self._xid_current = False
         with map_errors():
             if self._begun:
                 return self._connection.execute(sql, params)
@@ -94,7 +95,6 @@ class PostgresTransaction:
         rows = [[encode(c, v) for c, v in zip(schema, row)] for row in params.rows]
         positions = writes.key_positions(table, columns)
         self._flush()
-        self._xid_current = False
         with map_errors():
             cursor = self._connection.cursor()  # outlives the pipeline: results arrive at sync
             with self._connection.pipeline():
@@ -127,7 +127,6 @@ class PostgresTransaction:
             cursor = self._execute(f"DELETE FROM {ident(table.name)}")
             return int(cursor.rowcount)
         self._flush()
-        self._xid_current = False
         keys = [encoded_key(table, key) for key in params.keys]
         with map_errors():
             cursor = self._connection.cursor()  # outlives the pipeline: results arrive at sync
@@ -141,8 +140,7 @@ class PostgresTransaction:
         return total
 
     def note_sent(self, queue: str) -> None:
-        self._sent.add(queue)
-        self._xid_current = False  # the NOTIFY for it is sent with the commit's xid query
+        self._sent.add(queue)  # NOTIFYed with the COMMIT
 
     def flush(self) -> None:
         self._flush()
@@ -198,31 +196,27 @@ class PostgresTransaction:
 
         A run of sends (or acks) to one queue travels as one ``INSERT … SELECT FROM unnest``
         (``DELETE … USING unnest``) whose RETURNING names the rows it touched; a row it did
-        not touch is a taken key, a lost lease or a missing message, examined afterwards.
+        not touch is a taken key, a lost lease or a missing message, examined afterwards
+        (the transaction stays usable, as after any refused mutation).
         """
         if not self._pending:
             return
         pending, self._pending = self._pending, []
         deliver = self._driver.deliver_column
-        runs = [list(group) for _, group in groupby(pending, key=_run_key)]
         results = []
         with map_errors():
             with self._connection.pipeline():
                 self._begin_in_pipeline()
-                for items in runs:
+                for items in _runs(pending):
                     statements = queue_statements(items[0].queue, deliver)
                     if isinstance(items[0], SendParams):
                         sql, arguments = statements.send_many, _send_arrays(items)
                     else:
                         sql, arguments = statements.ack_many, _ack_arrays(items)
                     results.append((items, self._connection.execute(sql, arguments)))
-                marker = self._connection.execute(_PREPARE_COMMIT, [CHANNEL, sorted(self._sent)])
-            row = marker.fetchone()
             # Every item touched a row (a statement touches a row once): nothing to examine.
             partial = [(items, c) for items, c in results if c.rowcount != len(items)]
             touched = [Counter(map(tuple, cursor.fetchall())) for _, cursor in partial]
-        self._xid = None if row is None else row[0]
-        self._xid_current = True
         for (items, _), done in zip(partial, touched):
             for item in items:
                 key = tuple(encoded_key(item.queue, item.key))
@@ -248,56 +242,128 @@ class PostgresTransaction:
         if not item.ignore_not_found:
             raise NotFound(f"queue {table.name} has no message with key {item.key!r}")
 
+    def _flush_and_commit(self) -> None:
+        """One pipeline: the buffered runs (as statements that fail when an item cannot
+        apply, so the server skips the rest), the commit marker, the NOTIFY and COMMIT.
+
+        Acks that may miss (``ignore_not_found``) need their rows examined before COMMIT:
+        then the runs are flushed first and COMMIT follows in a second round trip.
+        """
+        if any(isinstance(item, AckParams) and item.ignore_not_found for item in self._pending):
+            self._flush()
+        pending, self._pending = self._pending, []
+        deliver = self._driver.deliver_column
+        runs = _runs(pending)
+        with map_errors():
+            try:
+                with self._connection.pipeline():
+                    self._begin_in_pipeline()
+                    for number, items in enumerate(runs):
+                        statements = queue_statements(items[0].queue, deliver)
+                        if isinstance(items[0], SendParams):
+                            sql, arguments = statements.send_refusing, _send_arrays(items)
+                        else:
+                            sql, arguments = statements.ack_refusing, _ack_arrays(items)
+                        self._connection.execute(sql, [*arguments, len(items), number])
+                    self._end_in_pipeline()
+            except psycopg.Error as error:
+                if error.sqlstate != _REFUSED:
+                    raise
+                number = int((error.diag.message_detail or "").rpartition(":")[2])
+                raise _Refused(runs[number]) from error
+
+    def _end_in_pipeline(self) -> None:
+        """Inside the commit's pipeline: the commit marker (a transaction that wrote records
+        a token first known here, so a lost reply can be resolved), the NOTIFY, COMMIT."""
+        if not self._read_only:
+            self._token = random.getrandbits(63)
+            slot = self._driver.commit_slot(self._connection)
+            self._connection.execute(COMMIT_MARKER, [slot, self._token])
+        if self._sent:
+            self._connection.execute(NOTIFY_SENT, [CHANNEL, sorted(self._sent)])
+        self._connection.execute("COMMIT")
+
     # ---- ending --------------------------------------------------------------------------
 
     def commit(self) -> None:
         if self._finished:
             return
+        if not self._owned:
+            try:
+                self._flush()
+            except BaseException:
+                self.rollback()
+                raise
+            self._finished = True
+            self._execute("RELEASE SAVEPOINT txqueue")
+            return
+        if not self._begun and not self._pending:
+            self._finished = True  # nothing ran: nothing to commit
+            self._driver.put(self._connection)
+            return
         try:
-            self._flush()
+            self._flush_and_commit()
+        except _Refused as refused:
+            self.rollback()
+            self._explain(refused.items)
+        except Unavailable as error:
+            if not (self._connection.broken or self._connection.closed):
+                self.rollback()  # the server answered: nothing committed
+                raise
+            self._finished = True
+            try:
+                self._resolve(error)
+            finally:
+                self._driver.put(self._connection)
+            return
         except BaseException:
             self.rollback()
             raise
         self._finished = True
-        if not self._owned:
-            self._execute("RELEASE SAVEPOINT txqueue", writes_rows=False)
-            return
-        try:
-            if not self._begun:
-                return  # nothing ran: nothing to commit
-            if not self._xid_current:
-                with map_errors():
-                    cursor = self._connection.execute(
-                        _PREPARE_COMMIT, [CHANNEL, sorted(self._sent)]
-                    )
-                    row = cursor.fetchone()
-                self._xid = None if row is None else row[0]
-            self._commit(self._xid, self._connection.info.backend_pid)
-        finally:
-            self._driver.put(self._connection)
+        self._driver.put(self._connection)
 
-    def _commit(self, xid: str | None, backend: int) -> None:
-        try:
-            self._connection.execute("COMMIT")
-        except psycopg.OperationalError as error:
-            if xid is None:
-                raise Unavailable(
-                    f"connection lost at COMMIT of a read-only transaction: {error}"
-                ) from error
-            outcome = self._driver.resolve_commit(xid, backend)
-            if outcome == "committed":
-                return
-            if outcome == "aborted":
-                raise Aborted(
-                    f"the connection dropped at COMMIT and the transaction was rolled back: {error}"
-                ) from error
-            raise CommitOutcomeUnknown(
-                f"the connection dropped at COMMIT of transaction {xid} and its outcome "
-                f"could not be determined: {error}"
+    def _explain(self, items: list[SendParams] | list[AckParams]) -> None:
+        """Raise the error of the first item of a refused run (rolled back by now), found by
+        looking at the rows as they are; if every item would apply now, the rows changed
+        under the transaction and it is ``Aborted`` (run it again)."""
+        seen: set[tuple[Any, ...]] = set()
+        for item in items:
+            table = item.queue
+            key = encoded_key(table, item.key)
+            again = tuple(key) in seen
+            seen.add(tuple(key))
+            statements = queue_statements(table, self._driver.deliver_column)
+            exists = again or bool(self._driver.query(statements.exists, key))
+            if isinstance(item, SendParams):
+                if exists:
+                    self._fail(item)
+                continue
+            if again or not exists:
+                raise NotFound(f"queue {table.name} has no message with key {item.key!r}")
+            if item.lease_token is not None:
+                stored, location = checked_token_parts(item.lease_token)
+                held = self._driver.query(statements.lease_held, [*key, stored, location])
+                if not held:
+                    raise FailedPrecondition(
+                        f"lease token no longer holds the lease of {table.name} {item.key!r}"
+                    )
+        raise Aborted("buffered sends or acks could not apply: the rows changed meanwhile")
+
+    def _resolve(self, error: Unavailable) -> None:
+        """The connection dropped during the commit's pipeline: did COMMIT happen?"""
+        if self._token is None:
+            raise error  # a read-only transaction: there is nothing to resolve
+        slot = self._driver.commit_slot(self._connection)
+        outcome = self._driver.resolve_commit(slot, self._token)
+        if outcome == "committed":
+            return
+        if outcome == "aborted":
+            raise Aborted(
+                f"the connection dropped at COMMIT and the transaction was rolled back: {error}"
             ) from error
-        except psycopg.Error as error:
-            with map_errors():
-                raise error
+        raise CommitOutcomeUnknown(
+            f"the connection dropped at COMMIT and its outcome could not be determined: {error}"
+        ) from error
 
     def rollback(self) -> None:
         if self._finished:
@@ -315,6 +381,19 @@ class PostgresTransaction:
             with map_errors():
                 self._connection.execute("ROLLBACK TO SAVEPOINT txqueue")
                 self._connection.execute("RELEASE SAVEPOINT txqueue")
+
+
+class _Refused(Exception):
+    """A run of buffered items failed its statement in the commit's pipeline."""
+
+    def __init__(self, items: list[Any]) -> None:
+        super().__init__("refused")
+        self.items = items
+
+
+def _runs(pending: list[SendParams | AckParams]) -> list[list[Any]]:
+    """Consecutive sends (or acks) to one queue: each run travels as one statement."""
+    return [list(group) for _, group in groupby(pending, key=_run_key)]
 
 
 def _run_key(item: SendParams | AckParams) -> tuple[type, str]:

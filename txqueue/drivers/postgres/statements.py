@@ -18,6 +18,9 @@ from txqueue.core.schema import Column, ColumnType, Index, Table
 __all__ = [
     "CATALOG",
     "CHANNEL",
+    "COMMIT_MARKER",
+    "FORGET_COMMITS",
+    "NOTIFY_SENT",
     "QueueStatements",
     "create_index",
     "create_table",
@@ -41,7 +44,31 @@ CATALOG = (
     " PRIMARY KEY (queue, key))",
     "CREATE TABLE IF NOT EXISTS txqueue_ledger ("
     " key text PRIMARY KEY, recorded_at timestamptz NOT NULL DEFAULT now())",
+    # One row per connection that committed writes: the token of its latest commit. A COMMIT
+    # whose reply is lost is resolved by reading it once that connection's backend is gone.
+    "CREATE TABLE IF NOT EXISTS txqueue_commits ("
+    " slot text PRIMARY KEY, token bigint NOT NULL, touched timestamptz NOT NULL)",
+    # Raised by the buffered send/ack statements of a commit's pipeline when an item cannot
+    # apply, so that the COMMIT behind them never runs: "<kind>:<run>" tells the client which.
+    # (Created once: replacing it on every connect would invalidate other sessions' plans.)
+    "DO $$BEGIN IF to_regprocedure('txqueue_refuse(text, bigint)') IS NULL THEN"
+    " CREATE FUNCTION txqueue_refuse(kind text, item bigint) RETURNS bigint"
+    " LANGUAGE plpgsql AS $body$BEGIN RAISE EXCEPTION USING ERRCODE = 'TQ001',"
+    " MESSAGE = 'txqueue refused item ' || item, DETAIL = kind || ':' || item; END$body$;"
+    " END IF; END$$",
 )
+
+#: Records the commit token of a transaction that wrote (a read-only one stays read-only),
+#: sent in the COMMIT's own pipeline: the token is known before COMMIT leaves the client.
+COMMIT_MARKER = (
+    "INSERT INTO txqueue_commits (slot, token, touched)"
+    " SELECT %s, %s, now() WHERE pg_current_xact_id_if_assigned() IS NOT NULL"
+    " ON CONFLICT (slot) DO UPDATE SET token = excluded.token, touched = excluded.touched"
+)
+#: NOTIFYs receivers of the queues a transaction sent to (delivered at COMMIT).
+NOTIFY_SENT = "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
+#: Marker slots of connections gone for a day (their rows are never needed again).
+FORGET_COMMITS = "DELETE FROM txqueue_commits WHERE touched < now() - interval '1 day'"
 
 _TYPES = {
     ColumnType.INT64: "bigint",
@@ -150,6 +177,16 @@ def _handed_out(alias: str) -> str:
     )
 
 
+def _refusing(statement: str) -> str:
+    """``statement`` (a send/ack ``… RETURNING 1``) made to fail through ``txqueue_refuse``
+    when it touched fewer rows than its second-to-last parameter says, so a COMMIT pipelined
+    behind it never runs; the last parameter (the run's place in the buffer) names the run."""
+    return (
+        f"WITH _done AS ({statement}) SELECT CASE WHEN count(*) < %s"
+        " THEN txqueue_refuse('short', %s) END FROM _done"
+    )
+
+
 def _backoff(count: str) -> str:
     """SQL for the redelivery backoff after ``count`` leases (txqueue.core.leases)."""
     exponent = f"least(greatest({count}, 0), {MAX_BACKOFF_EXPONENT})"
@@ -170,6 +207,9 @@ class QueueStatements:
     dead_letter: str
     send_many: str
     ack_many: str
+    send_refusing: str
+    ack_refusing: str
+    lease_held: str
 
 
 @lru_cache(maxsize=512)
@@ -187,6 +227,23 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     returned = ", ".join(f"q.{c}" for c in [*keys, payload, deliver])
     key_aliases = [f"_k{i}" for i in range(len(keys))]
     key_types = [_array_type(c) for c in table.key_columns]
+    send_many = (
+        f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
+        f" SELECT {', '.join(key_aliases)}, _p, coalesce(_d, now())"
+        f" FROM unnest({', '.join(f'%b::{t}[]' for t in key_types)},"
+        f" %b::{_array_type(table.payload_column)}[], %b::timestamptz[])"
+        f" AS _input({', '.join(key_aliases)}, _p, _d)"
+        " ON CONFLICT DO NOTHING"
+    )
+    ack_many = (
+        f"DELETE FROM {name} AS q"
+        f" USING unnest({', '.join(f'%b::{t}[]' for t in key_types)}, %b::text[],"
+        " %b::text[]::tid[])"
+        f" AS _input({', '.join(key_aliases)}, _token, _location)"
+        f" WHERE ({', '.join(f'q.{k}' for k in keys)}) = ({', '.join(key_aliases)})"
+        " AND (_token IS NULL OR q._txq_lease_token = _token AND q.ctid = _location"
+        " AND q._txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp()))"
+    )
     return QueueStatements(
         # A lease is its row's key, stored token and location (ctid) together: rows leased by
         # one statement share the stored token. statement_timestamp() (not clock_timestamp()) keeps "ready <= now" an index
@@ -246,23 +303,16 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
         # Many sends or acks in one statement: the rows travel as one array per column, in
         # binary (psycopg dumps a text array of 100 elements ~10x faster in binary).
-        send_many=(
-            f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
-            f" SELECT {', '.join(key_aliases)}, _p, coalesce(_d, now())"
-            f" FROM unnest({', '.join(f'%b::{t}[]' for t in key_types)},"
-            f" %b::{_array_type(table.payload_column)}[], %b::timestamptz[])"
-            f" AS _input({', '.join(key_aliases)}, _p, _d)"
-            f" ON CONFLICT DO NOTHING RETURNING {key_list}"
-        ),
-        ack_many=(
-            f"DELETE FROM {name} AS q"
-            f" USING unnest({', '.join(f'%b::{t}[]' for t in key_types)}, %b::text[],"
-            " %b::text[]::tid[])"
-            f" AS _input({', '.join(key_aliases)}, _token, _location)"
-            f" WHERE ({', '.join(f'q.{k}' for k in keys)}) = ({', '.join(key_aliases)})"
-            " AND (_token IS NULL OR q._txq_lease_token = _token AND q.ctid = _location"
-            " AND q._txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp()))"
-            f" RETURNING {', '.join(f'q.{k}' for k in keys)}"
+        send_many=send_many + f" RETURNING {key_list}",
+        ack_many=ack_many + f" RETURNING {', '.join(f'q.{k}' for k in keys)}",
+        # The same, for the commit's own pipeline: an item that cannot apply fails the
+        # statement inside the server (one count when all applied; the client then finds out
+        # which item, after the rollback).
+        send_refusing=_refusing(send_many + " RETURNING 1"),
+        ack_refusing=_refusing(ack_many + " RETURNING 1"),
+        lease_held=(
+            f"SELECT 1 FROM {name} AS q WHERE {key_match} AND _txq_lease_token = %s"
+            " AND q.ctid = %s::tid AND _txq_lease_expiration > clock_timestamp()"
         ),
         dead_letter=(
             f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"
