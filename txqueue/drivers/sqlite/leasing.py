@@ -1,14 +1,17 @@
 """Blocking lease operations for SQLite: receive, renew, release, next-ready, counts.
 
-Each runs in its own short ``BEGIN IMMEDIATE`` transaction, so a lease is durable before the
-receiver sees the message, and two receivers can never lease the same row: SQLite admits one
-writer at a time and the UPDATE picks only rows whose ready time has come.
+Each runs in its own short ``BEGIN IMMEDIATE`` transaction, committed before the receiver
+sees the message, and two receivers can never lease the same row: SQLite admits one writer at
+a time and the UPDATE picks only rows whose ready time has come. Those commits do not wait for
+the disk (see ``_lease_transaction``).
 """
 
 from __future__ import annotations
 
 import secrets
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from txqueue.core.durations import from_micros
@@ -26,6 +29,34 @@ from txqueue.models import LeaseRenewal, Message
 __all__ = ["counts", "next_ready", "receive", "release", "renew"]
 
 
+@contextmanager
+def _lease_transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction that changes leases only, committed without waiting for the disk.
+
+    A lease keeps other receivers off a message while its holder lives. Every process using a
+    SQLite database runs on one machine (WAL needs shared memory), so the power loss or OS
+    crash that could undo an unsynced commit also ends every holder of the leases it undoes:
+    they protect no one by then. The commit runs at ``synchronous=NORMAL`` (the next synced
+    commit, an ack for instance, writes it down with its own); sends, acks and dead letters
+    keep the database's setting. Saves one fsync per receive (~0.4 ms on this machine's disk).
+    """
+    level = int(connection.execute("PRAGMA synchronous").fetchone()[0])
+    relaxed = level > 1  # FULL (2) or EXTRA (3)
+    if relaxed:
+        connection.execute("PRAGMA synchronous=NORMAL")
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+    finally:
+        if relaxed:
+            connection.execute(f"PRAGMA synchronous={level}")
+
+
 def _micros(delta: Any) -> int:
     return int(delta.total_seconds() * 1_000_000)
 
@@ -41,14 +72,8 @@ def receive(connection: sqlite3.Connection, params: ReceiveParams, deliver: str)
         "token": f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}",
         "limit": params.max_batch_size,
     }
-    with map_errors():
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            rows = connection.execute(statements.receive, arguments).fetchall()
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+    with map_errors(), _lease_transaction(connection):
+        rows = connection.execute(statements.receive, arguments).fetchall()
     return messages_from_rows(params.queue, rows)
 
 
@@ -58,38 +83,32 @@ def renew(connection: sqlite3.Connection, params: RenewParams, deliver: str) -> 
     now = now_micros(params.now)
     expiration = now + _micros(params.extension)
     renewals: list[LeaseRenewal] = []
-    with map_errors():
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for token in params.tokens:
-                carried = token_expiration_micros(token)
-                rowid = None if carried is None else token_locator(token)
-                if carried is None or carried <= now:
-                    continue  # unparseable or expired: no row
-                if rowid is None:
-                    renewals.append(LeaseRenewal(token, None, None))  # not a SQLite lease
-                    continue
-                new_token = (
-                    f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}.{rowid:x}"
-                )
-                row = connection.execute(
-                    statements.renew,
-                    {
-                        "new_token": new_token,
-                        "expiration": expiration,
-                        "old_token": token,
-                        "rowid": rowid,
-                        "now": now,
-                    },
-                ).fetchone()
-                if row is None:
-                    renewals.append(LeaseRenewal(token, None, None))
-                else:
-                    renewals.append(LeaseRenewal(token, new_token, from_micros(row[0])))
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+    with map_errors(), _lease_transaction(connection):
+        for token in params.tokens:
+            carried = token_expiration_micros(token)
+            rowid = None if carried is None else token_locator(token)
+            if carried is None or carried <= now:
+                continue  # unparseable or expired: no row
+            if rowid is None:
+                renewals.append(LeaseRenewal(token, None, None))  # not a SQLite lease
+                continue
+            new_token = (
+                f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}.{rowid:x}"
+            )
+            row = connection.execute(
+                statements.renew,
+                {
+                    "new_token": new_token,
+                    "expiration": expiration,
+                    "old_token": token,
+                    "rowid": rowid,
+                    "now": now,
+                },
+            ).fetchone()
+            if row is None:
+                renewals.append(LeaseRenewal(token, None, None))
+            else:
+                renewals.append(LeaseRenewal(token, new_token, from_micros(row[0])))
     return renewals
 
 
@@ -99,27 +118,21 @@ def release(connection: sqlite3.Connection, params: ReleaseParams, deliver: str)
     now = now_micros(params.now)
     ready_at = now + _micros(params.delay)
     released = 0
-    with map_errors():
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for token in params.tokens:
-                rowid = token_locator(token)
-                if rowid is None:
-                    continue
-                released += connection.execute(
-                    statements.release,
-                    {
-                        "ready_at": ready_at,
-                        "token": token,
-                        "now": now,
-                        "error": params.error,
-                        "rowid": rowid,
-                    },
-                ).rowcount
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+    with map_errors(), _lease_transaction(connection):
+        for token in params.tokens:
+            rowid = token_locator(token)
+            if rowid is None:
+                continue
+            released += connection.execute(
+                statements.release,
+                {
+                    "ready_at": ready_at,
+                    "token": token,
+                    "now": now,
+                    "error": params.error,
+                    "rowid": rowid,
+                },
+            ).rowcount
     return released
 
 
