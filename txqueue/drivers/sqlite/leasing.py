@@ -92,9 +92,7 @@ def renew(connection: sqlite3.Connection, params: RenewParams, deliver: str) -> 
             if rowid is None:
                 renewals.append(LeaseRenewal(token, None, None))  # not a SQLite lease
                 continue
-            new_token = (
-                f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}.{rowid:x}"
-            )
+            new_token = f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}.{rowid:x}"
             row = connection.execute(
                 statements.renew,
                 {
