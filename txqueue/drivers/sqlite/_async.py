@@ -188,8 +188,7 @@ class AsyncSqliteReceiver:
         self._version: int | None = None
 
     async def receive(self, params: ReceiveParams) -> list[Message]:
-        deliver = self._driver.deliver_column
-        return await run_blocking(leasing.receive, self._connection, params, deliver)
+        return await self._driver.lease(self._connection, params)
 
     async def seconds_until_ready(self, queue: Table) -> float | None:
         deliver = self._driver.deliver_column
@@ -297,7 +296,25 @@ class AsyncSqliteDriver:
         return AsyncSqliteReceiver(self, queue)
 
     async def receive_now(self, params: ReceiveParams) -> list[Message]:
-        return await self._with_connection(leasing.receive, params, self.deliver_column)
+        connection = await run_blocking(self.pool.acquire)
+        try:
+            return await self.lease(connection, params)
+        finally:
+            self.pool.release(connection)
+
+    async def lease(self, connection: sqlite3.Connection, params: ReceiveParams) -> list[Message]:
+        """Receive under this process's writer lock (held by its write transactions).
+
+        Waiting there, a receive starts the moment this process's transaction ends; waiting
+        in SQLite's busy handler, it would sleep 1, 2, 5, 10 … ms between tries (a worker's
+        receives and its ack commits take turns, so those sleeps were its p99 latency).
+        """
+        if not await acquire(self._writer, RECEIVE_BUSY_MS / 1000):
+            raise Aborted("database is busy: a write transaction of this process is open")
+        try:
+            return await run_blocking(leasing.receive, connection, params, self.deliver_column)
+        finally:
+            self._writer.release()
 
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         return await self._with_connection(leasing.renew, params, self.deliver_column)

@@ -187,8 +187,7 @@ class SqliteReceiver:
         self._version: int | None = None
 
     def receive(self, params: ReceiveParams) -> list[Message]:
-        deliver = self._driver.deliver_column
-        return run_blocking(leasing.receive, self._connection, params, deliver)
+        return self._driver.lease(self._connection, params)
 
     def seconds_until_ready(self, queue: Table) -> float | None:
         deliver = self._driver.deliver_column
@@ -294,7 +293,25 @@ class SqliteDriver:
         return SqliteReceiver(self, queue)
 
     def receive_now(self, params: ReceiveParams) -> list[Message]:
-        return self._with_connection(leasing.receive, params, self.deliver_column)
+        connection = run_blocking(self.pool.acquire)
+        try:
+            return self.lease(connection, params)
+        finally:
+            self.pool.release(connection)
+
+    def lease(self, connection: sqlite3.Connection, params: ReceiveParams) -> list[Message]:
+        """Receive under this process's writer lock (held by its write transactions).
+
+        Waiting there, a receive starts the moment this process's transaction ends; waiting
+        in SQLite's busy handler, it would sleep 1, 2, 5, 10 … ms between tries (a worker's
+        receives and its ack commits take turns, so those sleeps were its p99 latency).
+        """
+        if not acquire(self._writer, RECEIVE_BUSY_MS / 1000):
+            raise Aborted("database is busy: a write transaction of this process is open")
+        try:
+            return run_blocking(leasing.receive, connection, params, self.deliver_column)
+        finally:
+            self._writer.release()
 
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         return self._with_connection(leasing.renew, params, self.deliver_column)
