@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from txqueue.core.schema import Table
+from txqueue.errors import AlreadyExists, FailedPrecondition, NotFound
 
 __all__ = [
     "AckParams",
@@ -26,6 +27,9 @@ __all__ = [
     "WriteKind",
     "WriteParams",
     "begin_sqlalchemy",
+    "key_taken",
+    "lease_lost",
+    "message_missing",
 ]
 
 
@@ -126,3 +130,18 @@ def begin_sqlalchemy(connection: Any) -> None:
     in_transaction = getattr(connection, "in_transaction", None)
     if callable(in_transaction) and not in_transaction():
         connection.begin()
+
+
+# ---- the refusals of sends, acks and dead-letter moves, worded alike on every engine ----
+
+
+def key_taken(table: Table, key: Any) -> AlreadyExists:
+    return AlreadyExists(f"queue {table.name} already has a message with key {key!r}")
+
+
+def lease_lost(table: Table, key: Any) -> FailedPrecondition:
+    return FailedPrecondition(f"lease token no longer holds the lease of {table.name} {key!r}")
+
+
+def message_missing(table: Table, key: Any) -> NotFound:
+    return NotFound(f"queue {table.name} has no message with key {key!r}")

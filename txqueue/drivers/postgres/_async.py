@@ -414,9 +414,10 @@ class AsyncPostgresDriver:
                 ) as connection:
                     while monotonic() - started < RESOLVE_TIMEOUT:
                         cursor = await connection.execute(
-                            "SELECT count(*) FROM pg_stat_activity"
-                            " WHERE pid = %s AND extract(epoch FROM backend_start)::text = %s",
-                            [int(pid), backend_start],
+                            "SELECT count(*) FROM pg_stat_activity WHERE pid = %(pid)s"
+                            " AND (%(start)s = '' OR"  # start unknown: the pid alone
+                            " extract(epoch FROM backend_start)::text = %(start)s)",
+                            {"pid": int(pid), "start": backend_start},
                         )
                         row = await cursor.fetchone()
                         if row is None or row[0] == 0:

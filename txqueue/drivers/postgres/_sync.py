@@ -401,9 +401,10 @@ class PostgresDriver:
                 ) as connection:
                     while monotonic() - started < RESOLVE_TIMEOUT:
                         cursor = connection.execute(
-                            "SELECT count(*) FROM pg_stat_activity"
-                            " WHERE pid = %s AND extract(epoch FROM backend_start)::text = %s",
-                            [int(pid), backend_start],
+                            "SELECT count(*) FROM pg_stat_activity WHERE pid = %(pid)s"
+                            " AND (%(start)s = '' OR"  # start unknown: the pid alone
+                            " extract(epoch FROM backend_start)::text = %(start)s)",
+                            {"pid": int(pid), "start": backend_start},
                         )
                         row = cursor.fetchone()
                         if row is None or row[0] == 0:

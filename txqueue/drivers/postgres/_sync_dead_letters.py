@@ -12,7 +12,7 @@ from typing import Any
 
 from txqueue.core.codec import dump_key, dump_payload, load_key, load_payload
 from txqueue.core.schema import Table
-from txqueue.drivers.base import DeadLetterParams
+from txqueue.drivers.base import DeadLetterParams, lease_lost, message_missing
 from txqueue.drivers.postgres.codec import (
     decode,
     encode,
@@ -22,7 +22,6 @@ from txqueue.drivers.postgres.codec import (
     utc,
 )
 from txqueue.drivers.postgres.statements import queue_statements
-from txqueue.errors import FailedPrecondition, NotFound
 from txqueue.models import DeadLetter
 
 __all__ = ["count", "dead_letter", "dead_letters", "purge", "replay"]
@@ -56,10 +55,8 @@ def dead_letter(connection: Any, params: DeadLetterParams, deliver: str) -> None
             if row is None:
                 exists = connection.execute(statements.exists, key)
                 if exists.fetchone() is not None:
-                    raise FailedPrecondition(
-                        f"lease token no longer holds the lease of {table.name} {params.key!r}"
-                    )
-                raise NotFound(f"queue {table.name} has no message with key {params.key!r}")
+                    raise lease_lost(table, params.key)
+                raise message_missing(table, params.key)
             payload = decode(table.payload_column, row[0])
             connection.execute(
                 _RECORD,

@@ -21,7 +21,16 @@ from typing import Any
 import psycopg
 
 from txqueue.core.schema import Table
-from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
+from txqueue.drivers.base import (
+    AckParams,
+    DeleteParams,
+    SendParams,
+    WriteKind,
+    WriteParams,
+    key_taken,
+    lease_lost,
+    message_missing,
+)
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
 from txqueue.drivers.postgres.statements import (
@@ -33,9 +42,7 @@ from txqueue.drivers.postgres.statements import (
 )
 from txqueue.errors import (
     Aborted,
-    AlreadyExists,
     CommitOutcomeUnknown,
-    FailedPrecondition,
     NotFound,
     OutOfRange,
     Unavailable,
@@ -208,11 +215,7 @@ class PostgresTransaction:
             with self._connection.pipeline():
                 self._begin_in_pipeline()
                 for items in _runs(pending):
-                    statements = queue_statements(items[0].queue, deliver)
-                    if isinstance(items[0], SendParams):
-                        sql, arguments = statements.send_many, _send_arrays(items)
-                    else:
-                        sql, arguments = statements.ack_many, _ack_arrays(items)
+                    sql, arguments = _run_statement(items, deliver, refusing=False)
                     results.append((items, self._connection.execute(sql, arguments)))
             # Every item touched a row (a statement touches a row once): nothing to examine.
             partial = [(items, c) for items, c in results if c.rowcount != len(items)]
@@ -226,9 +229,11 @@ class PostgresTransaction:
                     self._fail(item)
 
     def _fail(self, item: SendParams | AckParams) -> None:
+        """Raise the error of a buffered item its statement did not apply (within this
+        transaction, which stays usable); an optional ack of a missing message passes."""
         table = item.queue
         if isinstance(item, SendParams):
-            raise AlreadyExists(f"queue {table.name} already has a message with key {item.key!r}")
+            raise key_taken(table, item.key)
         if item.lease_token is not None:
             statements = queue_statements(table, self._driver.deliver_column)
             with map_errors():
@@ -236,11 +241,9 @@ class PostgresTransaction:
                 cursor = self._connection.execute(statements.exists, key)
                 exists = cursor.fetchone() is not None
             if exists:
-                raise FailedPrecondition(
-                    f"lease token no longer holds the lease of {table.name} {item.key!r}"
-                )
+                raise lease_lost(table, item.key)
         if not item.ignore_not_found:
-            raise NotFound(f"queue {table.name} has no message with key {item.key!r}")
+            raise message_missing(table, item.key)
 
     def _flush_and_commit(self) -> None:
         """One pipeline: the buffered runs (as statements that fail when an item cannot
@@ -259,11 +262,7 @@ class PostgresTransaction:
                 with self._connection.pipeline():
                     self._begin_in_pipeline()
                     for number, items in enumerate(runs):
-                        statements = queue_statements(items[0].queue, deliver)
-                        if isinstance(items[0], SendParams):
-                            sql, arguments = statements.send_refusing, _send_arrays(items)
-                        else:
-                            sql, arguments = statements.ack_refusing, _ack_arrays(items)
+                        sql, arguments = _run_statement(items, deliver, refusing=True)
                         self._connection.execute(sql, [*arguments, len(items), number])
                     self._end_in_pipeline()
             except psycopg.Error as error:
@@ -323,30 +322,28 @@ class PostgresTransaction:
         self._driver.put(self._connection)
 
     def _explain(self, items: list[SendParams] | list[AckParams]) -> None:
-        """Raise the error of the first item of a refused run (rolled back by now), found by
-        looking at the rows as they are; if every item would apply now, the rows changed
-        under the transaction and it is ``Aborted`` (run it again)."""
+        """Raise the error of the first item of a refused run, found by looking at the rows
+        as they are now (the transaction is rolled back by then, its connection returned);
+        if every item would apply now, the rows changed meanwhile: ``Aborted``, run it again.
+        (No ``ignore_not_found`` acks here: those runs are examined before COMMIT.)"""
         seen: set[tuple[Any, ...]] = set()
         for item in items:
             table = item.queue
             key = encoded_key(table, item.key)
-            again = tuple(key) in seen
+            again = tuple(key) in seen  # an earlier item of the run had this key
             seen.add(tuple(key))
             statements = queue_statements(table, self._driver.deliver_column)
             exists = again or bool(self._driver.query(statements.exists, key))
             if isinstance(item, SendParams):
                 if exists:
-                    self._fail(item)
-                continue
-            if again or not exists:
-                raise NotFound(f"queue {table.name} has no message with key {item.key!r}")
-            if item.lease_token is not None:
+                    raise key_taken(table, item.key)
+            elif again or not exists:
+                raise message_missing(table, item.key)  # acked by an earlier item, or gone
+            elif item.lease_token is not None:
                 stored, location = checked_token_parts(item.lease_token)
-                held = self._driver.query(statements.lease_held, [*key, stored, location])
-                if not held:
-                    raise FailedPrecondition(
-                        f"lease token no longer holds the lease of {table.name} {item.key!r}"
-                    )
+                held = [*key, stored, location, item.now]
+                if not self._driver.query(statements.lease_held, held):
+                    raise lease_lost(table, item.key)
         raise Aborted("buffered sends or acks could not apply: the rows changed meanwhile")
 
     def _resolve(self, error: Unavailable) -> None:
@@ -394,6 +391,17 @@ class _Refused(Exception):
 def _runs(pending: list[SendParams | AckParams]) -> list[list[Any]]:
     """Consecutive sends (or acks) to one queue: each run travels as one statement."""
     return [list(group) for _, group in groupby(pending, key=_run_key)]
+
+
+def _run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str, list[Any]]:
+    """The statement of a run and its array arguments; ``refusing``: the form that fails
+    inside the server when an item cannot apply (for the commit's pipeline)."""
+    statements = queue_statements(items[0].queue, deliver)
+    if isinstance(items[0], SendParams):
+        sql = statements.send_refusing if refusing else statements.send_many
+        return sql, _send_arrays(items)
+    sql = statements.ack_refusing if refusing else statements.ack_many
+    return sql, _ack_arrays(items)
 
 
 def _run_key(item: SendParams | AckParams) -> tuple[type, str]:

@@ -312,7 +312,8 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         ack_refusing=_refusing(ack_many + " RETURNING 1"),
         lease_held=(
             f"SELECT 1 FROM {name} AS q WHERE {key_match} AND _txq_lease_token = %s"
-            " AND q.ctid = %s::tid AND _txq_lease_expiration > clock_timestamp()"
+            " AND q.ctid = %s::tid"
+            " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
         ),
         dead_letter=(
             f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"

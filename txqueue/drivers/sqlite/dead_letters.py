@@ -9,10 +9,9 @@ from typing import Any
 from txqueue.core.codec import dump_key, dump_payload, load_key, load_payload
 from txqueue.core.durations import from_micros
 from txqueue.core.schema import Table
-from txqueue.drivers.base import DeadLetterParams
+from txqueue.drivers.base import DeadLetterParams, lease_lost, message_missing
 from txqueue.drivers.sqlite.engine import decode, encode, encode_key, map_errors, now_micros
 from txqueue.drivers.sqlite.statements import queue_statements
-from txqueue.errors import FailedPrecondition, NotFound
 from txqueue.models import DeadLetter
 
 __all__ = ["dead_letter", "dead_letters", "purge", "replay"]
@@ -32,10 +31,8 @@ def dead_letter(connection: sqlite3.Connection, params: DeadLetterParams, delive
             ).fetchone()
             if row is None:
                 if connection.execute(statements.exists, key).fetchone():
-                    raise FailedPrecondition(
-                        f"lease token no longer holds the lease of {table.name} {params.key!r}"
-                    )
-                raise NotFound(f"queue {table.name} has no message with key {params.key!r}")
+                    raise lease_lost(table, params.key)
+                raise message_missing(table, params.key)
             payload = decode(table.payload_column, row[0])
             connection.execute(
                 "INSERT OR REPLACE INTO txqueue_dead_letters (queue, key, payload, attempts,"

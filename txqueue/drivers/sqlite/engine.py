@@ -19,7 +19,16 @@ from typing import Any
 
 from txqueue.core.durations import from_micros, to_micros
 from txqueue.core.schema import Column, ColumnType, Table
-from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
+from txqueue.drivers.base import (
+    AckParams,
+    DeleteParams,
+    SendParams,
+    WriteKind,
+    WriteParams,
+    key_taken,
+    lease_lost,
+    message_missing,
+)
 from txqueue.drivers.sqlite.statements import queue_statements, quote
 from txqueue.errors import (
     Aborted,
@@ -217,9 +226,7 @@ def send(connection: sqlite3.Connection, params: SendParams, deliver_column: str
     with map_errors():
         cursor = connection.execute(statements.send, send_row(params))
     if cursor.rowcount == 0:
-        raise AlreadyExists(
-            f"queue {params.queue.name} already has a message with key {params.key!r}"
-        )
+        raise key_taken(params.queue, params.key)
 
 
 def ack(connection: sqlite3.Connection, params: AckParams, deliver_column: str) -> None:
@@ -234,11 +241,9 @@ def ack(connection: sqlite3.Connection, params: AckParams, deliver_column: str) 
             and params.lease_token is not None
             and connection.execute(statements.exists, key).fetchone()
         ):
-            raise FailedPrecondition(
-                f"lease token no longer holds the lease of {table.name} {params.key!r}"
-            )
+            raise lease_lost(table, params.key)
     if deleted == 0 and not params.ignore_not_found:
-        raise NotFound(f"queue {table.name} has no message with key {params.key!r}")
+        raise message_missing(table, params.key)
 
 
 def flush(
