@@ -4,14 +4,15 @@ sqlglot lexes (BigQuery's tokenizer for GoogleSQL, Postgres's for the PostgreSQL
 cannot parse Spanner DDL (CREATE QUEUE, INTERLEAVE), so a small recursive-descent parser sits
 on its tokens and produces the engine-independent model of ``txqueue.core.schema``. Every
 problem is an ``InvalidArgument`` naming the rule and the offending token;
-``check_against_catalog`` then checks a parsed statement against the existing schema.
+``check_against_catalog`` (``txqueue.sql.catalog_checks``, re-exported here) then checks a
+parsed statement against the existing schema.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import takewhile
 from typing import NoReturn
@@ -35,7 +36,8 @@ from txqueue.core.schema import (
     Table,
     validate_name,
 )
-from txqueue.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from txqueue.errors import InvalidArgument
+from txqueue.sql.catalog_checks import check_against_catalog, type_name
 
 __all__ = ["MAX_LENGTH", "check_against_catalog", "parse_ddl", "split_statements"]
 
@@ -146,13 +148,6 @@ def parse_ddl(statement: str, dialect: Dialect) -> DdlStatement:
             f"parse_ddl needs a str and a Dialect, got {statement!r:.40}, {dialect!r}"
         )
     return _Parser(statement, Dialect(dialect)).statement()
-
-
-def _type_name(column: Column) -> str:
-    base = column.type.value
-    if column.type in (ColumnType.STRING, ColumnType.BYTES):
-        base += f"({column.length if column.length is not None else 'MAX'})"
-    return f"ARRAY<{base}>" if column.array else base
 
 
 class _Parser:
@@ -508,7 +503,7 @@ class _Parser:
             if found.array or found.type not in KEY_TYPES:
                 allowed = ", ".join(t.value for t in KEY_TYPES)
                 self.err(
-                    f"column {found.name} of type {_type_name(found)} cannot be in the primary "
+                    f"column {found.name} of type {type_name(found)} cannot be in the primary "
                     f"key of {owner} (allowed: {allowed})",
                     tok,
                 )
@@ -527,7 +522,7 @@ class _Parser:
             if payload.array or payload.type not in PAYLOAD_TYPES:
                 raise InvalidArgument(
                     f"the Payload column of {owner} must be BYTES, STRING or JSON, "
-                    f"not {_type_name(payload)}"
+                    f"not {type_name(payload)}"
                 )
             if payload.name in key_names:
                 raise InvalidArgument(
@@ -552,92 +547,3 @@ class _Parser:
             self.unsupported_clause(f"index {name}")
         columns, descending = tuple(p[0] for p in parts), tuple(p[1] for p in parts)
         return CreateIndex(Index(name, table, columns, unique, descending), if_not_exists)
-
-
-def _kind(table: Table) -> str:
-    return "queue" if table.is_queue else "table"
-
-
-def check_against_catalog(
-    statement: DdlStatement, tables: Mapping[str, Table], indexes: Mapping[str, Index]
-) -> None:
-    """Check a parsed statement against the current schema (keys: lower-cased names).
-
-    Raises AlreadyExists / NotFound / InvalidArgument / FailedPrecondition as Spanner would;
-    returns normally when the statement may be applied (or is a no-op via IF [NOT] EXISTS).
-    """
-    if isinstance(statement, CreateTable):
-        _check_create_table(statement, tables)
-    elif isinstance(statement, DropTable):
-        _check_drop_table(statement, tables, indexes)
-    elif isinstance(statement, CreateIndex):
-        index = statement.index
-        if index.name.lower() in indexes:
-            if statement.if_not_exists:
-                return
-            raise AlreadyExists(f"index {indexes[index.name.lower()].name} already exists")
-        table = tables.get(index.table.lower())
-        if table is None:
-            raise NotFound(f"table {index.table} of index {index.name} does not exist")
-        names = {c.name.lower() for c in table.columns}
-        for column in index.columns:
-            if column.lower() not in names:
-                raise InvalidArgument(
-                    f"index {index.name}: {_kind(table)} {table.name} has no column {column}"
-                )
-    elif statement.name.lower() not in indexes and not statement.if_exists:
-        raise NotFound(f"index {statement.name} does not exist")
-
-
-def _check_create_table(statement: CreateTable, tables: Mapping[str, Table]) -> None:
-    table = statement.table
-    owner = f"{_kind(table)} {table.name}"
-    existing = tables.get(table.name.lower())
-    if existing is not None:
-        if statement.if_not_exists:
-            return
-        raise AlreadyExists(f"{_kind(existing)} {existing.name} already exists")
-    if table.parent is None:
-        return
-    parent = tables.get(table.parent.lower())
-    if parent is None:
-        raise NotFound(f"parent table {table.parent} of {owner} does not exist")
-    if parent.is_queue:
-        raise InvalidArgument(f"{owner} cannot be interleaved in queue {parent.name}")
-    rule = f"the primary key of {owner} must start with the primary key of its parent {parent.name}"
-    for position, parent_column in enumerate(parent.key_columns):
-        if position >= len(table.primary_key):
-            raise InvalidArgument(f"{rule}: key column {parent_column.name} is missing")
-        column = table.column(table.primary_key[position])
-        if column.name.lower() != parent_column.name.lower():
-            raise InvalidArgument(
-                f"{rule}: key column {position + 1} is {column.name}, expected {parent_column.name}"
-            )
-        if (column.type, column.array) != (parent_column.type, parent_column.array):
-            raise InvalidArgument(
-                f"{rule}: key column {column.name} is {_type_name(column)}, "
-                f"the parent's is {_type_name(parent_column)}"
-            )
-
-
-def _check_drop_table(
-    statement: DropTable, tables: Mapping[str, Table], indexes: Mapping[str, Index]
-) -> None:
-    kind = "queue" if statement.is_queue else "table"
-    existing = tables.get(statement.name.lower())
-    if existing is None:
-        if statement.if_exists:
-            return
-        raise NotFound(f"{kind} {statement.name} does not exist")
-    if existing.is_queue != statement.is_queue:
-        raise InvalidArgument(
-            f"{existing.name} is a {_kind(existing)}, not a {kind}: "
-            f"use DROP {_kind(existing).upper()}"
-        )
-    lowered = existing.name.lower()
-    children = sorted(t.name for t in tables.values() if (t.parent or "").lower() == lowered)
-    on_it = sorted(i.name for i in indexes.values() if i.table.lower() == lowered)
-    blockers = [f"{c} is interleaved in it" for c in children]
-    blockers += [f"index {i} is defined on it (drop the index first)" for i in on_it]
-    if blockers:
-        raise FailedPrecondition(f"cannot drop {kind} {existing.name}: {blockers[0]}")
