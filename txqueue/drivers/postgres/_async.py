@@ -2,7 +2,8 @@
 
 ``txqueue/drivers/postgres/_sync.py`` is generated from this file. Connections are in
 autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing statement is one
-short transaction. A committed send NOTIFYs the queue's name on one channel; receivers
+short transaction. A committed send NOTIFYs the queue's name on one channel (right after
+COMMIT, as a transaction of its own: ``NOTIFY_AFTER_COMMIT``); receivers
 LISTEN on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g.
 behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 """
@@ -53,6 +54,7 @@ from txqueue.drivers.postgres.statements import (
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
+    NOTIFY_AFTER_COMMIT,
     create_index,
     create_table,
     ident,
@@ -355,9 +357,7 @@ class AsyncPostgresDriver:
                 )
                 released = int(cursor.rowcount)
                 if released:
-                    await connection.execute(
-                        "SELECT pg_notify(%s, %s)", [CHANNEL, params.queue.name]
-                    )
+                    await connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, [params.queue.name]])
         finally:
             await self.put(connection)
         return released

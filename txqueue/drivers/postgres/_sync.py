@@ -3,7 +3,8 @@
 
 ``txqueue/drivers/postgres/_sync.py`` is generated from this file. Connections are in
 autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing statement is one
-short transaction. A committed send NOTIFYs the queue's name on one channel; receivers
+short transaction. A committed send NOTIFYs the queue's name on one channel (right after
+COMMIT, as a transaction of its own: ``NOTIFY_AFTER_COMMIT``); receivers
 LISTEN on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g.
 behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 """
@@ -54,6 +55,7 @@ from txqueue.drivers.postgres.statements import (
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
+    NOTIFY_AFTER_COMMIT,
     create_index,
     create_table,
     ident,
@@ -346,7 +348,7 @@ class PostgresDriver:
                 )
                 released = int(cursor.rowcount)
                 if released:
-                    connection.execute("SELECT pg_notify(%s, %s)", [CHANNEL, params.queue.name])
+                    connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, [params.queue.name]])
         finally:
             self.put(connection)
         return released

@@ -4,8 +4,10 @@
 Round trips are what a transaction costs beyond its commit, so this class spends few:
 BEGIN travels in one pipeline with the first statement; sends and acks are buffered (like
 Spanner's mutations) and applied as one statement per run of the same operation. At commit
-they travel in one pipeline with the commit marker (resolves a lost COMMIT reply), the NOTIFY
-for receivers and COMMIT itself: a lone send or ack is one round trip. There a run that
+they travel in one pipeline with the commit marker (resolves a lost COMMIT reply) and COMMIT
+itself, and the NOTIFY for receivers follows COMMIT in that pipeline as a transaction of its
+own (``NOTIFY_AFTER_COMMIT``: notifying commits would otherwise be serialised): a lone send or
+ack is one round trip. There a run that
 cannot apply in full fails its statement inside the server, so the COMMIT behind it never
 runs. Errors of buffered operations surface at the next statement or at commit, as Spanner's
 mutation errors surface at commit.
@@ -36,6 +38,7 @@ from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_erro
 from txqueue.drivers.postgres.statements import (
     CHANNEL,
     COMMIT_MARKER,
+    NOTIFY_AFTER_COMMIT,
     NOTIFY_SENT,
     ident,
     queue_statements,
@@ -73,6 +76,7 @@ class PostgresTransaction:
         self._begun = not owned  # the caller's transaction is open (our savepoint too)
         self._pending: list[SendParams | AckParams] = []
         self._sent: set[str] = set()
+        self._commit: Any = None  # the COMMIT's cursor, once sent
         self._token: int | None = None  # the commit marker's, once the COMMIT is sent
         self._finished = False
 
@@ -147,7 +151,7 @@ class PostgresTransaction:
         return total
 
     def note_sent(self, queue: str) -> None:
-        self._sent.add(queue)  # NOTIFYed with the COMMIT
+        self._sent.add(queue)  # NOTIFYed after the COMMIT
 
     def flush(self) -> None:
         self._flush()
@@ -247,7 +251,7 @@ class PostgresTransaction:
 
     def _flush_and_commit(self) -> None:
         """One pipeline: the buffered runs (as statements that fail when an item cannot
-        apply, so the server skips the rest), the commit marker, the NOTIFY and COMMIT.
+        apply, so the server skips the rest), the commit marker, COMMIT, then the NOTIFY.
 
         Acks that may miss (``ignore_not_found``) need their rows examined before COMMIT:
         then the runs are flushed first and COMMIT follows in a second round trip.
@@ -266,6 +270,8 @@ class PostgresTransaction:
                         self._connection.execute(sql, [*arguments, len(items), number])
                     self._end_in_pipeline()
             except psycopg.Error as error:
+                if self._committed():
+                    return  # only the NOTIFY after COMMIT failed: receivers poll instead
                 if error.sqlstate != _REFUSED:
                     raise
                 number = int((error.diag.message_detail or "").rpartition(":")[2])
@@ -273,14 +279,19 @@ class PostgresTransaction:
 
     def _end_in_pipeline(self) -> None:
         """Inside the commit's pipeline: the commit marker (a transaction that wrote records
-        a token first known here, so a lost reply can be resolved), the NOTIFY, COMMIT."""
+        a token first known here, so a lost reply can be resolved), COMMIT, and after it the
+        NOTIFY of the queues sent to, as a transaction of its own."""
         if not self._read_only:
             self._token = random.getrandbits(63)
             slot = self._driver.commit_slot(self._connection)
             self._connection.execute(COMMIT_MARKER, [slot, self._token])
+        self._commit = self._connection.execute("COMMIT")
         if self._sent:
-            self._connection.execute(NOTIFY_SENT, [CHANNEL, sorted(self._sent)])
-        self._connection.execute("COMMIT")
+            self._connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, sorted(self._sent)])
+
+    def _committed(self) -> bool:
+        """Whether the COMMIT of the pipeline that just failed had already succeeded."""
+        return self._commit is not None and self._commit.statusmessage == "COMMIT"
 
     # ---- ending --------------------------------------------------------------------------
 
@@ -294,6 +305,8 @@ class PostgresTransaction:
                 self.rollback()
                 raise
             self._finished = True
+            if self._sent:  # the application's COMMIT, which we do not see, delivers it
+                self._execute(NOTIFY_SENT, [CHANNEL, sorted(self._sent)])
             self._execute("RELEASE SAVEPOINT txqueue")
             return
         if not self._begun and not self._pending:
