@@ -90,3 +90,21 @@ def test_a_notify_that_fails_after_commit_does_not_fail_the_send(no_notify_url: 
 
         keys = sorted(m.key for m in db.receive_now("jobs", max_batch_size=10))
         assert keys == [(1,), (2,)]
+
+
+def test_a_send_in_the_applications_transaction_notifies_at_its_commit(
+    pg_database_url: str,
+) -> None:
+    with (
+        txqueue.connect(pg_database_url) as db,
+        psycopg.connect(pg_database_url, autocommit=True) as listener,
+        psycopg.connect(pg_database_url) as app,
+    ):
+        db.update_ddl([QUEUE])
+        listener.execute("LISTEN txqueue")
+        with db.batch(connection=app) as batch:
+            batch.send("jobs", (1,), b"x")
+        assert _notifies(listener, 0.5) == [], "NOTIFYed before the application committed"
+
+        app.commit()
+        assert [n.payload for n in _notifies(listener, 2.0)] == ["jobs"]
