@@ -42,6 +42,7 @@ from txqueue.drivers.postgres.statements import (
     NOTIFY_SENT,
     ident,
     queue_statements,
+    with_commit_marker,
 )
 from txqueue.errors import (
     Aborted,
@@ -265,10 +266,14 @@ class PostgresTransaction:
             try:
                 with self._connection.pipeline():
                     self._begin_in_pipeline()
+                    marker = [] if self._read_only else self._new_marker()
                     for number, items in enumerate(runs):
                         sql, arguments = _run_statement(items, deliver, refusing=True)
+                        if marker:  # the first run's statement carries the marker too
+                            sql, arguments = with_commit_marker(sql), [*marker, *arguments]
                         self._connection.execute(sql, [*arguments, len(items), number])
-                    self._end_in_pipeline()
+                        marker = []
+                    self._end_in_pipeline(marker)
             except psycopg.Error as error:
                 if self._committed():
                     return  # only the NOTIFY after COMMIT failed: receivers poll instead
@@ -277,14 +282,18 @@ class PostgresTransaction:
                 number = int((error.diag.message_detail or "").rpartition(":")[2])
                 raise _Refused(runs[number]) from error
 
-    def _end_in_pipeline(self) -> None:
-        """Inside the commit's pipeline: the commit marker (a transaction that wrote records
-        a token first known here, so a lost reply can be resolved), COMMIT, and after it the
-        NOTIFY of the queues sent to, as a transaction of its own."""
-        if not self._read_only:
-            self._token = random.getrandbits(63)
-            slot = self._driver.commit_slot(self._connection)
-            self._connection.execute(COMMIT_MARKER, [slot, self._token])
+    def _new_marker(self) -> list[Any]:
+        """The arguments of this commit's marker: the connection's slot, a fresh token."""
+        self._token = random.getrandbits(63)
+        return [self._driver.commit_slot(self._connection), self._token]
+
+    def _end_in_pipeline(self, marker: list[Any]) -> None:
+        """Inside the commit's pipeline: the commit marker unless a run's statement carried
+        it (a transaction that wrote records a token first known here, so a lost reply can be
+        resolved), COMMIT, and after it the NOTIFY of the queues sent to, as a transaction of
+        its own."""
+        if marker:
+            self._connection.execute(COMMIT_MARKER, marker)
         self._commit = self._connection.execute("COMMIT")
         if self._sent:
             self._connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, sorted(self._sent)])

@@ -27,6 +27,7 @@ __all__ = [
     "create_table",
     "ident",
     "queue_statements",
+    "with_commit_marker",
 ]
 
 #: The LISTEN/NOTIFY channel; the payload is the queue's name.
@@ -66,6 +67,22 @@ COMMIT_MARKER = (
     " SELECT %s, %s, now() WHERE pg_current_xact_id_if_assigned() IS NOT NULL"
     " ON CONFLICT (slot) DO UPDATE SET token = excluded.token, touched = excluded.touched"
 )
+
+
+@lru_cache(maxsize=64)
+def with_commit_marker(statement: str) -> str:
+    """``statement`` (a refusing run, ``WITH _done AS …``) also writing the commit marker,
+    its first two parameters (slot, token): one statement fewer in a commit's pipeline. A
+    data-modifying ``WITH`` runs whether or not it is read, and the statement writes anyway.
+    """
+    assert statement.startswith("WITH ")
+    return (
+        "WITH _marker AS (INSERT INTO txqueue_commits (slot, token, touched)"
+        " VALUES (%s, %s, now()) ON CONFLICT (slot) DO UPDATE"
+        " SET token = excluded.token, touched = excluded.touched), " + statement[5:]
+    )
+
+
 #: NOTIFYs receivers of the queues a transaction sent to (delivered at COMMIT). Used inside
 #: an application's own transaction only, whose COMMIT txqueue does not see.
 NOTIFY_SENT = "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
