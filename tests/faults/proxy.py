@@ -15,8 +15,9 @@ every statement the client runs:
 A transaction asks for a fault by carrying a marker — ``txq-fault:<mode>:<tag>`` — in any
 statement's text (a comment) or in any parameter value it binds (a column value: txqueue
 writes its own SQL, but the values are the caller's). The marker arms the connection; the
-next COMMIT on it (as a simple query, or the Execute of a portal whose statement is COMMIT)
-is then:
+next COMMIT on it (as a simple query, the Execute of a portal whose statement is COMMIT, or
+the Sync ending statements that ran outside BEGIN … COMMIT: an implicit transaction commits
+there) is then:
 
 ``before``  never forwarded: both sockets are closed (the server sees EOF and rolls back);
 ``after``   forwarded (through the next Sync for the extended protocol), then the client
@@ -27,7 +28,8 @@ is then:
             open and silent: a network partition. The server's transaction stays "in
             progress" until someone terminates its backend.
 
-BEGIN and ROLLBACK disarm a connection, so a marker never leaks into a later transaction.
+BEGIN and ROLLBACK disarm a connection, so a marker never leaks into a later transaction,
+and a tag drops once: a retry carrying the same marker (an ack of the same key) goes through.
 Every drop is recorded as a `Drop` with the marker's tag, so a test can tell exactly which
 transaction attempts lost their COMMIT reply.
 """
@@ -69,7 +71,7 @@ class Drop:
 
     tag: str
     mode: str
-    protocol: str  # "simple" ('Q') or "extended" (Parse/Bind/Execute)
+    protocol: str  # "simple" ('Q'), "extended" (Parse/Bind/Execute) or "implicit" (Sync)
 
 
 @dataclass
@@ -81,6 +83,8 @@ class _Connection:
     portals: dict[bytes, bytes] = field(default_factory=dict)
     armed: tuple[str, str] | None = None
     silenced: bool = False  # no server byte may reach the client any more
+    in_block: bool = False  # between BEGIN and COMMIT/ROLLBACK
+    executed: bool = False  # statements ran outside a block since the last Sync
 
 
 class CommitDropProxy:
@@ -95,7 +99,7 @@ class CommitDropProxy:
         self.upstream = (upstream_host, upstream_port)
         self.port = 0
         self.drops: list[Drop] = []
-        self.commits = {"simple": 0, "extended": 0}
+        self.commits = {"simple": 0, "extended": 0, "implicit": 0}
         self.messages: list[tuple[int, str, str]] = []
         self._log = log
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -293,7 +297,13 @@ class CommitDropProxy:
                 mode, tag = connection.armed
                 connection.armed = None
                 with self._lock:
-                    self.drops.append(Drop(tag, mode, commit))
+                    dropped = any(drop.tag == tag for drop in self.drops)
+                    if not dropped:
+                        self.drops.append(Drop(tag, mode, commit))
+                if dropped:
+                    server_writer.write(message)
+                    await server_writer.drain()
+                    continue
                 if mode == "before":
                     client_writer.transport.abort()
                     server_writer.transport.abort()
@@ -304,7 +314,7 @@ class CommitDropProxy:
                 # after: the client must see no reply byte from here on.
                 connection.silenced = True
                 server_writer.write(message)
-                if kind == b"Q":
+                if kind in (b"Q", b"S"):
                     self._cut_after(client_writer, server_writer)
                     return False
                 flush_after_sync = mode
@@ -346,9 +356,21 @@ class CommitDropProxy:
             text = connection.portals.get(portal, b"")
             self._note(connection, "E", text)
             if _is(text, b"COMMIT"):
+                connection.in_block = False
                 return self._runs(connection, text, "extended")
-            if _is(text, b"BEGIN") or _is(text, b"ROLLBACK"):
-                connection.armed = None
+            if _is(text, b"BEGIN") or _is(text, b"BEGIN READ ONLY"):
+                connection.in_block, connection.armed = True, None
+            elif _is(text, b"ROLLBACK"):
+                connection.in_block, connection.armed = False, None
+            elif not connection.in_block:
+                connection.executed = True
+            return None
+        if kind == b"S":  # statements run outside BEGIN … COMMIT commit at their Sync
+            implicit, connection.executed = connection.executed, False
+            if implicit and connection.armed is not None:
+                with self._lock:
+                    self.commits["implicit"] += 1
+                return "implicit"
             return None
         if kind == b"C":
             what, name = body[:1], body[1:].split(b"\0", 1)[0]

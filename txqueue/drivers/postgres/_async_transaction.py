@@ -253,7 +253,8 @@ class AsyncPostgresTransaction:
 
     async def _flush_and_commit(self) -> None:
         """One pipeline: the buffered runs (as statements that fail when an item cannot
-        apply, so the server skips the rest), the commit marker, COMMIT, then the NOTIFY.
+        apply, so the server skips the rest), the commit marker, COMMIT, then the NOTIFY;
+        for acks alone, the runs and the marker without BEGIN and COMMIT.
 
         Acks that may miss (``ignore_not_found``) need their rows examined before COMMIT:
         then the runs are flushed first and COMMIT follows in a second round trip.
@@ -263,10 +264,15 @@ class AsyncPostgresTransaction:
         pending, self._pending = self._pending, []
         deliver = self._driver.deliver_column
         runs = _runs(pending)
+        # Nothing ran yet and nothing to NOTIFY (acks only): the statements up to the
+        # pipeline's Sync are one transaction by themselves, committed at that Sync, so
+        # BEGIN and COMMIT are left out: a lone ack is then one statement, as raw SQL's is.
+        implicit = bool(runs) and not (self._begun or self._sent or self._read_only)
         with map_errors():
             try:
                 async with self._connection.pipeline():
-                    await self._begin_in_pipeline()
+                    if not implicit:
+                        await self._begin_in_pipeline()
                     marker = [] if self._read_only else self._new_marker()
                     for number, items in enumerate(runs):
                         sql, arguments = _run_statement(items, deliver, refusing=True)
@@ -274,7 +280,8 @@ class AsyncPostgresTransaction:
                             sql, arguments = with_commit_marker(sql), [*marker, *arguments]
                         await self._connection.execute(sql, [*arguments, len(items), number])
                         marker = []
-                    await self._end_in_pipeline(marker)
+                    if not implicit:
+                        await self._end_in_pipeline(marker)
             except psycopg.Error as error:
                 if self._committed():
                     return  # only the NOTIFY after COMMIT failed: receivers poll instead

@@ -1,0 +1,56 @@
+"""Dropped replies at the commit of an ack-only transaction (PostgreSQL).
+
+A transaction holding only buffered acks is sent without BEGIN and COMMIT: its statement
+commits at the pipeline's Sync (an implicit transaction). The proxy drops the connection at
+that Sync — before forwarding it (the server rolls back) or right after (the server commits,
+the client hears nothing) — and the commit marker must tell which: ``run_in_transaction``
+returns after one attempt when the ack committed, re-runs it when it did not, and every
+message ends acked exactly once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import psycopg
+import pytest
+
+import txqueue
+
+from .proxy import CommitDropProxy, fault_marker
+
+pytestmark = pytest.mark.postgres
+
+QUEUE = (
+    "CREATE QUEUE jobs (jobid varchar(64) NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
+)
+MESSAGES = 12
+
+
+@pytest.mark.parametrize("mode", ["before", "after"])
+def test_a_dropped_reply_at_an_ack_only_commit_is_resolved(pg_database_url: str, mode: str) -> None:
+    with txqueue.connect(pg_database_url) as db:
+        db.update_ddl([QUEUE])
+        with db.batch() as batch:  # the key carries the marker: the ack binds it
+            for number in range(MESSAGES):
+                batch.send("jobs", (fault_marker(mode, f"job{number}"),), b"x")
+    attempts: Counter[str] = Counter()
+    with CommitDropProxy.for_url(pg_database_url) as proxy:
+        with txqueue.connect(proxy.url(pg_database_url) + "&pool_size=2") as db:
+            messages = db.receive_now("jobs", max_batch_size=MESSAGES)
+            assert len(messages) == MESSAGES
+            for message in messages:
+
+                def work(txn: txqueue.Transaction, m: txqueue.Message = message) -> None:
+                    attempts[m.key[0]] += 1
+                    txn.ack("jobs", m.key, lease_token=m.lease_token)
+
+                db.run_in_transaction(work)
+        drops = proxy.drops_by_tag()
+
+    assert sorted(drops) == sorted(f"job{n}" for n in range(MESSAGES))
+    assert {drop.protocol for drop in drops.values()} == {"implicit"}
+    expected = 1 if mode == "after" else 2  # committed: no re-run; rolled back: one re-run
+    assert set(attempts.values()) == {expected}, attempts
+    with psycopg.connect(pg_database_url) as connection:
+        assert connection.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
