@@ -1,16 +1,18 @@
 # Generated from txqueue/drivers/postgres/_async_transaction.py by tools/async_to_sync.py: edit that file, then regenerate.
 """A PostgreSQL transaction for the sync face; ``_sync_transaction.py`` is generated from it.
 
-Round trips are what a transaction costs beyond its commit, so this class spends few:
-BEGIN travels in one pipeline with the first statement; sends and acks are buffered (like
-Spanner's mutations) and applied as one statement per run of the same operation. At commit
-they travel in one pipeline with the commit marker (resolves a lost COMMIT reply) and COMMIT
-itself, and the NOTIFY for receivers follows COMMIT in that pipeline as a transaction of its
-own (``NOTIFY_AFTER_COMMIT``: notifying commits would otherwise be serialised): a lone send or
-ack is one round trip. There a run that
-cannot apply in full fails its statement inside the server, so the COMMIT behind it never
-runs. Errors of buffered operations surface at the next statement or at commit, as Spanner's
-mutation errors surface at commit.
+Round trips (and, on the client, statements) are what a transaction costs beyond its
+commit, so this class spends few: BEGIN travels in one pipeline with the first statement;
+sends and acks are buffered (like Spanner's mutations) and applied as one statement per run
+of the same operation. At commit they travel in one pipeline with the commit marker (folded
+into the first run's statement; it resolves a lost COMMIT reply) and COMMIT itself, and the
+NOTIFY for receivers follows COMMIT in that pipeline as a transaction of its own
+(``NOTIFY_AFTER_COMMIT``: notifying commits would otherwise be serialised): a lone send is
+one round trip. Acks alone need neither BEGIN nor COMMIT (an implicit transaction, committed
+at the pipeline's Sync): a lone ack is one statement. A run that cannot apply in full fails
+its statement inside the server, so the COMMIT behind it never runs. Errors of buffered
+operations surface at the next statement or at commit, as Spanner's mutation errors surface
+at commit.
 """
 
 from __future__ import annotations
