@@ -9,7 +9,9 @@ its defaults, as for any application INSERT); then one process drains ``--window
 at a time through the public API (``receive`` batches of ``--batch``, each acked with its
 lease tokens in one transaction) and reports each window's rate. The first window of the big
 backlog has 1M waiting; the later ones also walk past the dead rows of everything acked
-before them (no VACUUM in between). With ``--worker-memory`` a worker process
+before them (no VACUUM in between). With ``--dead N``, N more are filled and drained, and
+``--small`` is measured again behind their dead rows (``median_vs_clean``). With
+``--worker-memory`` a worker process
 (``txqueue.App``, async no-op handler) then drains the big backlog and its peak RSS is read
 from ``/proc``.
 """
@@ -114,6 +116,62 @@ print(done / (time.perf_counter() - started))
     }
 
 
+def behind_dead_rows(db: txqueue.Database, args: argparse.Namespace, clean: float) -> object:
+    """Drain ``--dead`` messages, then ``--small`` waiting behind their dead rows: the rates."""
+    fill(db, args.dead)
+    started = time.perf_counter()
+    while drain_window(db, 50_000, 1_000) > 0 and time.perf_counter() - started < 3600:
+        pass  # every message acked: its dead row versions stay until VACUUM
+    fill_keep_dead(db, args.small)
+    windows = max(1, min(args.windows, args.small // args.window))
+    rates = [drain_window(db, args.window, args.batch) for _ in range(windows)]
+    result = {
+        "acked_before": args.dead,
+        "window_rates": [round(r) for r in rates],
+        "median_vs_clean": round(statistics.median(rates) / clean, 3),
+        "vacuum": last_vacuum(db),
+    }
+    print(
+        f"{args.small:,} waiting behind the dead rows of {args.dead:,} acked: "
+        + ", ".join(f"{r:,.0f}/s" for r in rates)
+        + f" (median / clean median: {result['median_vs_clean']:.2f}; {result['vacuum']})",
+        flush=True,
+    )
+    return result
+
+
+def fill_keep_dead(db: txqueue.Database, count: int) -> None:
+    """``fill`` without its DELETE (the queue is empty already)."""
+    if db.engine == "postgres":
+        sql = (
+            "INSERT INTO scaleq (id, payload) SELECT 'late' || lpad(i::text, 12, '0'), %s"
+            " FROM generate_series(1::bigint, %s::bigint) AS i"
+        )
+        arguments: list[object] = [PAYLOAD, count]
+    else:
+        sql = (
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"
+            " INSERT INTO ScaleQ (Id, Payload) SELECT printf('late%012d', i), ? FROM n"
+        )
+        arguments = [count, PAYLOAD]
+    db.run_in_transaction(lambda t: t.execute_engine_update(sql, arguments))
+
+
+def last_vacuum(db: txqueue.Database) -> str:
+    """PostgreSQL: when the queue table was last vacuumed (autovacuum may run meanwhile)."""
+    if db.engine != "postgres":
+        return "SQLite: deleted rows free their pages at once"
+    with db.snapshot() as snapshot:
+        rows = list(
+            snapshot.execute_engine_sql(
+                "SELECT n_dead_tup, last_autovacuum, last_vacuum FROM pg_stat_user_tables"
+                " WHERE relname = 'scaleq'"
+            )
+        )
+    dead, autovacuum, vacuum = rows[0] if rows else (None, None, None)
+    return f"dead tuples {dead}, last autovacuum {autovacuum}, last vacuum {vacuum}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", required=True)
@@ -123,6 +181,13 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=5, help="windows drained per backlog")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--worker-memory", action="store_true")
+    parser.add_argument(
+        "--dead",
+        type=int,
+        default=0,
+        help="then fill and drain this many through the API, and measure --small again "
+        "behind their dead rows (no VACUUM in between unless autovacuum runs)",
+    )
     args = parser.parse_args()
 
     db = txqueue.connect(args.database, dialect="googlesql")
@@ -144,6 +209,8 @@ def main() -> None:
         f"first window with {args.backlog:,} waiting / median with {args.small:,}: "
         f"{first_big / small:.2f}"
     )
+    if args.dead:
+        report["dead"] = behind_dead_rows(db, args, small)
     if args.worker_memory:
         fill(db, args.backlog)
         result = worker_peak_rss(args.database, args.backlog)
