@@ -75,7 +75,9 @@ def no_notify_url(pg_database_url: str) -> Iterator[str]:
         admin.execute(f'DROP ROLE "{role}"')
 
 
-def test_a_notify_that_fails_after_commit_does_not_fail_the_send(no_notify_url: str) -> None:
+def test_a_notify_that_fails_after_commit_does_not_fail_the_send(
+    no_notify_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     with txqueue.connect(no_notify_url) as db:
         db.update_ddl([QUEUE])
         with (
@@ -90,6 +92,8 @@ def test_a_notify_that_fails_after_commit_does_not_fail_the_send(no_notify_url: 
 
         keys = sorted(m.key for m in db.receive_now("jobs", max_batch_size=10))
         assert keys == [(1,), (2,)]
+        refused = [r for r in caplog.records if "NOTIFY after COMMIT failed" in r.getMessage()]
+        assert len(refused) == 2, "each refused NOTIFY is logged"
 
 
 def test_a_send_in_the_applications_transaction_notifies_at_its_commit(

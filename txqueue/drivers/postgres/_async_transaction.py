@@ -16,6 +16,7 @@ at commit.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from itertools import groupby
@@ -55,6 +56,8 @@ from txqueue.errors import (
 from txqueue.models import ResultSet
 
 __all__ = ["AsyncPostgresTransaction"]
+
+log = logging.getLogger("txqueue")
 
 #: The SQLSTATE of ``txqueue_refuse``: a buffered item could not apply.
 _REFUSED = "TQ001"
@@ -285,8 +288,9 @@ class AsyncPostgresTransaction:
                     if not implicit:
                         await self._end_in_pipeline(marker)
             except psycopg.Error as error:
-                if self._committed():
-                    return  # only the NOTIFY after COMMIT failed: receivers poll instead
+                if self._committed():  # only the NOTIFY after COMMIT failed
+                    log.warning("NOTIFY after COMMIT failed (receivers look again): %s", error)
+                    return
                 if error.sqlstate != _REFUSED:
                     raise
                 number = int((error.diag.message_detail or "").rpartition(":")[2])
