@@ -119,9 +119,9 @@ print(done / (time.perf_counter() - started))
 def behind_dead_rows(db: txqueue.Database, args: argparse.Namespace, clean: float) -> object:
     """Drain ``--dead`` messages, then ``--small`` waiting behind their dead rows: the rates."""
     fill(db, args.dead)
-    started = time.perf_counter()
-    while drain_window(db, 50_000, 1_000) > 0 and time.perf_counter() - started < 3600:
-        pass  # every message acked: its dead row versions stay until VACUUM
+    deadline, rate = time.perf_counter() + 3600, 1.0
+    while rate and time.perf_counter() < deadline:  # each acked row stays dead until VACUUM
+        rate = drain_window(db, 50_000, 1_000)  # 0 once the queue is empty
     fill_keep_dead(db, args.small)
     windows = max(1, min(args.windows, args.small // args.window))
     rates = [drain_window(db, args.window, args.batch) for _ in range(windows)]

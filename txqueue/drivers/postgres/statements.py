@@ -60,12 +60,15 @@ CATALOG = (
     " END IF; END$$",
 )
 
+#: How a commit marker replaces its slot's token (one row per connection).
+_MARKER_UPSERT = (
+    " ON CONFLICT (slot) DO UPDATE SET token = excluded.token, touched = excluded.touched"
+)
 #: Records the commit token of a transaction that wrote (a read-only one stays read-only),
 #: sent in the COMMIT's own pipeline: the token is known before COMMIT leaves the client.
 COMMIT_MARKER = (
     "INSERT INTO txqueue_commits (slot, token, touched)"
-    " SELECT %s, %s, now() WHERE pg_current_xact_id_if_assigned() IS NOT NULL"
-    " ON CONFLICT (slot) DO UPDATE SET token = excluded.token, touched = excluded.touched"
+    " SELECT %s, %s, now() WHERE pg_current_xact_id_if_assigned() IS NOT NULL" + _MARKER_UPSERT
 )
 
 
@@ -73,13 +76,13 @@ COMMIT_MARKER = (
 def with_commit_marker(statement: str) -> str:
     """``statement`` (a refusing run, ``WITH _done AS …``) also writing the commit marker,
     its first two parameters (slot, token): one statement fewer in a commit's pipeline. A
-    data-modifying ``WITH`` runs whether or not it is read, and the statement writes anyway.
-    """
+    data-modifying ``WITH`` runs whether or not it is read, and the statement writes anyway;
+    ``COMMIT_MARKER``'s test for an assigned xid must stay out (the marker may run before the
+    run's own write assigns one)."""
     assert statement.startswith("WITH ")
     return (
         "WITH _marker AS (INSERT INTO txqueue_commits (slot, token, touched)"
-        " VALUES (%s, %s, now()) ON CONFLICT (slot) DO UPDATE"
-        " SET token = excluded.token, touched = excluded.touched), " + statement[5:]
+        f" VALUES (%s, %s, now()){_MARKER_UPSERT}), {statement[5:]}"
     )
 
 
