@@ -239,8 +239,10 @@ class QueueStatements:
     dead_letter: str
     send_many: str
     ack_many: str
+    ack_leased: str
     send_refusing: str
     ack_refusing: str
+    ack_leased_refusing: str
     lease_held: str
 
 
@@ -267,21 +269,29 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         f" AS _input({', '.join(key_aliases)}, _p, _d)"
         " ON CONFLICT DO NOTHING"
     )
-    ack_many = (
+    # Acks reach their rows through an array that drives the scan: the leases' locations (a
+    # TID scan) when every ack carries a token, else the first key column (the primary key's
+    # index). Joined to unnest() alone, the planner hashes the whole table for small queues.
+    ack_many, ack_leased = (
         f"DELETE FROM {name} AS q"
         f" USING unnest({', '.join(f'%b::{t}[]' for t in key_types)}, %b::text[],"
         " %b::text[]::tid[])"
         f" AS _input({', '.join(key_aliases)}, _token, _location)"
-        f" WHERE ({', '.join(f'q.{k}' for k in keys)}) = ({', '.join(key_aliases)})"
+        f" WHERE {rows} AND ({', '.join(f'q.{k}' for k in keys)}) = ({', '.join(key_aliases)})"
         " AND (_token IS NULL OR q._txq_lease_token = _token AND q.ctid = _location"
         " AND q._txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp()))"
+        for rows in (
+            f"q.{keys[0]} = ANY(ARRAY(SELECT unnest(%b::{key_types[0]}[])))",
+            "q.ctid = ANY(ARRAY(SELECT unnest(%b::text[]::tid[])))",
+        )
     )
     return QueueStatements(
         # A lease is its row's key, stored token and location (ctid) together: rows leased by
-        # one statement share the stored token. statement_timestamp() (not clock_timestamp()) keeps "ready <= now" an index
-        # condition, so receive stops at the first message not yet due. The stored token is
-        # computed once per statement: each row's own location (RETURNING ctid, binary)
-        # completes the token handed out, so rows of one batch still get distinct tokens.
+        # one statement share the stored token. statement_timestamp() (not clock_timestamp())
+        # keeps "ready <= now" an index condition, so receive stops at the first message not
+        # yet due. The stored token is computed once per statement: each row's own location
+        # (RETURNING ctid, binary) completes the token handed out, so rows of one batch still
+        # get distinct tokens. The locked rows are updated through a TID scan of their array.
         receive=(
             f"WITH lease AS (SELECT {statement_now} + %(lease)s AS expiration),"
             " token AS (SELECT lpad(to_hex((extract(epoch FROM expiration) * 1000000)::bigint),"
@@ -292,7 +302,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " _txq_lease_expiration = lease.expiration,"
             f" _txq_ready_at = lease.expiration + {_backoff('q._txq_delivery_count')},"
             " _txq_delivery_count = q._txq_delivery_count + 1"
-            " FROM ready, lease, token WHERE q.ctid = ready.location"
+            " FROM lease, token WHERE q.ctid = ANY(ARRAY(SELECT location FROM ready))"
             f" RETURNING {returned}, q._txq_lease_token, q._txq_delivery_count, q.ctid"
         ),
         next_ready=(f"SELECT extract(epoch FROM min({ready}) - {now})::float8 FROM {name}"),
@@ -306,7 +316,8 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " _txq_lease_expiration = clock.now + %(extension)s,"
             " _txq_ready_at = clock.now + %(extension)s"
             f" + {_backoff('q._txq_delivery_count - 1')}"
-            " FROM input, clock WHERE q.ctid = input.location"
+            " FROM input, clock WHERE q.ctid = ANY(ARRAY(SELECT location FROM input))"
+            " AND q.ctid = input.location"
             " AND q._txq_lease_token = input.stored AND q._txq_lease_expiration > clock.now"
             f" RETURNING input.old_token, {_handed_out('q')} AS new_token,"
             " q._txq_lease_expiration)"
@@ -340,8 +351,10 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         # The same, for the commit's own pipeline: an item that cannot apply fails the
         # statement inside the server (one count when all applied; the client then finds out
         # which item, after the rollback).
+        ack_leased=ack_leased + f" RETURNING {', '.join(f'q.{k}' for k in keys)}",
         send_refusing=_refusing(send_many + " RETURNING 1"),
         ack_refusing=_refusing(ack_many + " RETURNING 1"),
+        ack_leased_refusing=_refusing(ack_leased + " RETURNING 1"),
         lease_held=(
             f"SELECT 1 FROM {name} AS q WHERE {key_match} AND _txq_lease_token = %s"
             " AND q.ctid = %s::tid"

@@ -1,0 +1,105 @@
+"""PostgreSQL plans: receive, ack and renew reach their rows without reading the queue.
+
+Joined to ``unnest()`` of a batch's keys or locations, the planner's first (custom) plans
+for a queue of a few thousand rows hash the whole table: a sequential scan per batch, so a
+drain costs O(n) per batch until the plan cache settles on a generic plan. The statements
+hand the planner an array that drives a TID scan (leased rows) or an index scan (keys).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import txqueue
+from txqueue.drivers.postgres._sync_transaction import _run_statement
+from txqueue.drivers.postgres.codec import stored_token, token_location
+from txqueue.drivers.postgres.statements import queue_statements
+from txqueue.mutations import prepare_ack
+
+pytestmark = pytest.mark.postgres
+
+QUEUE = "CREATE QUEUE jobs (jobid bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
+WAITING = 5_000
+BATCH = 100
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _scans_of_jobs(connection: psycopg.Connection, sql: str, arguments: Any) -> list[str]:
+    """The scan node types the planner picks over ``jobs`` for ``sql`` (a custom plan)."""
+    [[document]] = connection.execute("EXPLAIN (FORMAT JSON) " + sql, arguments).fetchall()
+    plans = document if isinstance(document, list) else json.loads(document)
+    return [
+        node["Node Type"]
+        for node in _nodes(plans[0]["Plan"])
+        if node.get("Relation Name") == "jobs" and node["Node Type"] != "ModifyTable"
+    ]
+
+
+@pytest.fixture
+def leased(pg_database_url: str) -> Iterator[tuple[txqueue.Database, list[txqueue.Message]]]:
+    """A queue of WAITING messages (analysed), BATCH of them leased."""
+    with txqueue.connect(pg_database_url) as db:
+        db.update_ddl([QUEUE])
+        with db.batch() as batch:
+            for number in range(WAITING):
+                batch.send("jobs", (number,), b"x" * 100)
+        with psycopg.connect(pg_database_url, autocommit=True) as connection:
+            connection.execute("ANALYZE jobs")
+        messages = []
+        for message in db.receive("jobs", max_duration=timedelta(seconds=5), max_batch_size=BATCH):
+            messages.append(message)
+            if message.last_in_batch:
+                break
+        assert len(messages) == BATCH
+        yield db, messages
+
+
+def test_receive_ack_and_renew_plans_do_not_scan_the_queue(
+    pg_database_url: str, leased: tuple[txqueue.Database, list[txqueue.Message]]
+) -> None:
+    db, messages = leased
+    table = db.queue("jobs")
+    deliver = db._driver.deliver_column  # type: ignore[attr-defined]
+    statements = queue_statements(table, deliver)
+    by_token = [prepare_ack(table, m.key, False, m.lease_token, None) for m in messages]
+    by_key = [prepare_ack(table, m.key, False, None, None) for m in messages]
+    tokens = [m.lease_token for m in messages]
+    renew = {
+        "now": None,
+        "tokens": tokens,
+        "stored": [stored_token(t) for t in tokens],
+        "locations": [token_location(t) for t in tokens],
+        "extension": timedelta(seconds=10),
+    }
+    receive = {"now": None, "lease": timedelta(seconds=10), "limit": BATCH}
+    with psycopg.connect(pg_database_url, autocommit=True) as connection:
+        scans = {
+            "receive": _scans_of_jobs(connection, statements.receive, receive),
+            "ack by token": _scans_of_jobs(connection, *_run_statement(by_token, deliver, False)),
+            "ack by key": _scans_of_jobs(connection, *_run_statement(by_key, deliver, False)),
+            "commit's ack": _scans_of_jobs(
+                connection, *_with_place(_run_statement(by_token, deliver, True))
+            ),
+            "renew": _scans_of_jobs(connection, statements.renew, renew),
+        }
+    assert all(found for found in scans.values()), scans
+    assert not any("Seq Scan" in found for found in scans.values()), scans
+    assert set(scans["ack by token"]) == {"Tid Scan"}, scans
+    assert set(scans["renew"]) == {"Tid Scan"}, scans
+
+
+def _with_place(statement: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
+    """The refusing form's two trailing arguments: how many rows, the run's place."""
+    sql, arguments = statement
+    return sql, [*arguments, BATCH, 0]
