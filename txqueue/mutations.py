@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from txqueue.core.durations import require_aware
-from txqueue.core.leases import token_expiration_micros
+from txqueue.core.leases import is_token
 from txqueue.core.schema import Table
 from txqueue.core.values import check_key, check_payload, check_row
 from txqueue.drivers.base import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
@@ -75,10 +75,11 @@ def prepare_ack(
 ) -> AckParams:
     """Check an ack: the table is a queue, the key matches, the token is a string."""
     _require_queue(table)
-    if lease_token is not None and not isinstance(lease_token, str):
-        raise InvalidArgument("lease_token must be a string")
-    if lease_token is not None and token_expiration_micros(lease_token) is None:
-        lease_token = ""  # not one of ours: it holds no lease (and "" matches none)
+    if lease_token is not None:
+        if not isinstance(lease_token, str):
+            raise InvalidArgument("lease_token must be a string")
+        if not is_token(lease_token):
+            lease_token = ""  # not one of ours: it holds no lease (and "" matches none)
     if not isinstance(ignore_not_found, bool):
         raise InvalidArgument("ignore_not_found must be a bool")
     return AckParams(table, check_key(table, key), lease_token, ignore_not_found, now)

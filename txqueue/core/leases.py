@@ -44,6 +44,11 @@ def redelivery_backoff(expired_leases: int) -> timedelta:
     return timedelta(seconds=min(2**exponent, MAX_BACKOFF_SECONDS))
 
 
+def is_token(token: str) -> bool:
+    """True when ``token`` has the shape of one of ours (it may still hold no lease)."""
+    return _TOKEN.match(token) is not None
+
+
 def token_expiration_micros(token: object) -> int | None:
     """The lease expiration a token carries, or None when the token is not one of ours."""
     if not isinstance(token, str) or not _TOKEN.match(token):

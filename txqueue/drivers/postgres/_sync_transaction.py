@@ -436,12 +436,11 @@ def _run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str,
         sql = statements.send_refusing if refusing else statements.send_many
         return sql, _send_arrays(items)
     arguments = _ack_arrays(items)
-    width = len(items[0].queue.primary_key)
-    if None in arguments[width]:  # some ack has no token: find rows by key
+    if None in arguments[len(items[0].queue.primary_key)]:  # an ack without a token: by key
         sql = statements.ack_refusing if refusing else statements.ack_many
         return sql, [*arguments[:-1], arguments[0], arguments[-1]]
     sql = statements.ack_leased_refusing if refusing else statements.ack_leased
-    return sql, [*arguments[:-1], arguments[width + 1], arguments[-1]]
+    return sql, arguments
 
 
 def _run_key(item: SendParams | AckParams) -> tuple[type, str]:

@@ -269,21 +269,25 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         f" AS _input({', '.join(key_aliases)}, _p, _d)"
         " ON CONFLICT DO NOTHING"
     )
-    # Acks reach their rows through an array that drives the scan: the leases' locations (a
-    # TID scan) when every ack carries a token, else the first key column (the primary key's
-    # index). Joined to unnest() alone, the planner hashes the whole table for small queues.
-    ack_many, ack_leased = (
-        f"DELETE FROM {name} AS q"
-        f" USING unnest({', '.join(f'%b::{t}[]' for t in key_types)}, %b::text[],"
-        " %b::text[]::tid[])"
+    # Acks reach their rows through an array that drives the scan: the first key column (the
+    # primary key's index), or, when every ack carries a token, the leases' locations (a TID
+    # scan; the token's random part, shared by the rows one receive leased, then fences each
+    # row with its key). Joined to unnest() alone, custom plans hash the whole table.
+    key_input = ", ".join(f"%b::{t}[]" for t in key_types)
+    key_equal = f"({', '.join(f'q.{k}' for k in keys)}) = ({', '.join(key_aliases)})"
+    unexpired = "q._txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
+    ack_many = (
+        f"DELETE FROM {name} AS q USING unnest({key_input}, %b::text[], %b::text[]::tid[])"
         f" AS _input({', '.join(key_aliases)}, _token, _location)"
-        f" WHERE {rows} AND ({', '.join(f'q.{k}' for k in keys)}) = ({', '.join(key_aliases)})"
+        f" WHERE q.{keys[0]} = ANY(ARRAY(SELECT unnest(%b::{key_types[0]}[]))) AND {key_equal}"
         " AND (_token IS NULL OR q._txq_lease_token = _token AND q.ctid = _location"
-        " AND q._txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp()))"
-        for rows in (
-            f"q.{keys[0]} = ANY(ARRAY(SELECT unnest(%b::{key_types[0]}[])))",
-            "q.ctid = ANY(ARRAY(SELECT unnest(%b::text[]::tid[])))",
-        )
+        f" AND {unexpired})"
+    )
+    ack_leased = (
+        f"DELETE FROM {name} AS q USING unnest({key_input}, %b::text[])"
+        f" AS _input({', '.join(key_aliases)}, _token)"
+        " WHERE q.ctid = ANY(ARRAY(SELECT unnest(%b::text[]::tid[])))"
+        f" AND {key_equal} AND q._txq_lease_token = _token AND {unexpired}"
     )
     return QueueStatements(
         # A lease is its row's key, stored token and location (ctid) together: rows leased by
