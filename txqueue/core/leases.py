@@ -51,7 +51,7 @@ def is_token(token: str) -> bool:
 
 def token_expiration_micros(token: object) -> int | None:
     """The lease expiration a token carries, or None when the token is not one of ours."""
-    if not isinstance(token, str) or not _TOKEN.match(token):
+    if not isinstance(token, str) or not is_token(token):
         return None
     return int(token[:TOKEN_EXPIRATION_DIGITS], 16)
 

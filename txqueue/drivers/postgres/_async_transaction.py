@@ -439,12 +439,12 @@ def _run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str,
     if isinstance(items[0], SendParams):
         sql = statements.send_refusing if refusing else statements.send_many
         return sql, _send_arrays(items)
-    arguments = _ack_arrays(items)
-    if None in arguments[len(items[0].queue.primary_key)]:  # an ack without a token: by key
+    *keys, stored, locations, now = _ack_arrays(items)
+    if None in stored:  # an ack without a token: its row is found by key
         sql = statements.ack_refusing if refusing else statements.ack_many
-        return sql, [*arguments[:-1], arguments[0], arguments[-1]]
+        return sql, [*keys, stored, locations, keys[0], now]
     sql = statements.ack_leased_refusing if refusing else statements.ack_leased
-    return sql, arguments
+    return sql, [*keys, stored, locations, now]
 
 
 def _run_key(item: SendParams | AckParams) -> tuple[type, str]:

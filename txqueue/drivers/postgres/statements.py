@@ -352,10 +352,10 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         # binary (psycopg dumps a text array of 100 elements ~10x faster in binary).
         send_many=send_many + f" RETURNING {key_list}",
         ack_many=ack_many + f" RETURNING {', '.join(f'q.{k}' for k in keys)}",
+        ack_leased=ack_leased + f" RETURNING {', '.join(f'q.{k}' for k in keys)}",
         # The same, for the commit's own pipeline: an item that cannot apply fails the
         # statement inside the server (one count when all applied; the client then finds out
         # which item, after the rollback).
-        ack_leased=ack_leased + f" RETURNING {', '.join(f'q.{k}' for k in keys)}",
         send_refusing=_refusing(send_many + " RETURNING 1"),
         ack_refusing=_refusing(ack_many + " RETURNING 1"),
         ack_leased_refusing=_refusing(ack_leased + " RETURNING 1"),
