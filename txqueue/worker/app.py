@@ -10,7 +10,6 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cached_property
 from typing import Any, TypeVar
 
 from txqueue.core.durations import to_duration
@@ -45,7 +44,7 @@ class HandlerSpec:
     resend_after: timedelta | None = None
     schedule: Schedule | None = None
 
-    @cached_property  # asked once per message
+    @property
     def is_async(self) -> bool:
         """Whether the function is a coroutine function (run on the loop, not in a thread)."""
         return inspect.iscoroutinefunction(self.function)
