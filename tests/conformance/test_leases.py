@@ -293,6 +293,31 @@ def test_a_refused_ack_among_buffered_mutations_commits_nothing(env: Env) -> Non
     assert [row[0] for row in env.user_rows()] == [1]
 
 
+def test_an_ignored_missing_ack_among_acks_lets_the_rest_apply(env: Env) -> None:
+    """A run of acks where one misses is applied again row by row: the missing one is
+    ignored, the others ack, and the transaction goes on to its later statements."""
+    env.add_users(1)
+    env.send(1, "a")
+    env.send(1, "b")
+    first, second = sorted(env.receive(max_batch_size=2, limit=2), key=lambda m: m.key)
+
+    with env.db.batch() as b:
+        b.ack(queue=env.tasks, key=first.key, lease_token=first.lease_token)
+        b.ack(queue=env.tasks, key=(1, "never-sent"), ignore_not_found=True)
+        b.send(queue=env.tasks, key=(1, "c"), payload=b"c")
+    assert env.task_keys() == [(1, "b"), (1, "c")]
+
+    def work(t: txqueue.Transaction) -> None:
+        t.ack(queue=env.tasks, key=(1, "never-sent"), ignore_not_found=True)
+        t.ack(queue=env.tasks, key=second.key, lease_token=second.lease_token)
+        t.flush()
+        t.insert(env.names.users, columns=env.names.user_columns, values=[(2, "after")])
+
+    env.db.run_in_transaction(work)
+    assert env.task_keys() == [(1, "c")]
+    assert [row[0] for row in env.user_rows()] == [1, 2]
+
+
 def test_a_rewritten_table_and_the_leases_in_it(env: Env) -> None:
     """PostgreSQL tokens carry their row's ctid, which VACUUM FULL changes: the lease is lost
     (no renewal, no fenced ack), as when it expires. SQLite tokens carry the rowid, which its

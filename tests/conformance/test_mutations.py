@@ -155,6 +155,23 @@ def test_send_of_an_existing_key_is_already_exists_and_writes_nothing(env: Env, 
     assert m.payload == b"payload", "the original message must be untouched"
 
 
+def test_sends_alone_with_one_taken_key_write_none_of_them(env: Env, face: str) -> None:
+    """Sends that are the whole transaction (one flush, at commit) are undone together too."""
+    env.add_users(1)
+    env.send(1, "taken")
+
+    def write(w: Any) -> None:
+        w.send(queue=env.tasks, key=(1, "a"), payload=b"a")
+        w.send(queue=env.tasks, key=(1, "taken"), payload=b"again")
+        w.send(queue=env.tasks, key=(1, "b"), payload=b"b")
+
+    with pytest.raises(AlreadyExists) as caught:
+        apply(env, face, write)
+
+    assert repr((1, "taken")) in str(caught.value)
+    assert env.task_keys() == [(1, "taken")]
+
+
 def test_sending_a_key_again_after_its_ack_is_a_new_message(env: Env) -> None:
     env.add_users(1)
     env.send(1, "periodic", b"run 1")

@@ -246,6 +246,25 @@ def test_joined_batch_error_leaves_the_app_transaction_to_the_app(
     assert env.state() == ([(1, "user 1")], [(1, "taken")])
 
 
+def test_joined_batch_applied_again_after_a_miss_keeps_the_app_writes(
+    env: Env, app: AppConnection
+) -> None:
+    """Undoing a joined batch's first flush (to apply it row by row) undoes only txqueue's
+    part: the application's earlier writes in the same transaction stay."""
+    env.add_users(1)
+    env.send(1, "a")
+    m = env.receive_one()
+
+    app.execute(INSERT_USER, {"userid": 2, "username": "two"})
+    with env.db.batch(connection=app.conn) as b:
+        b.ack(queue=env.tasks, key=(1, "never-sent"), ignore_not_found=True)
+        b.ack(queue=env.tasks, key=m.key, lease_token=m.lease_token)
+        b.send(queue=env.tasks, key=(1, "b"), payload=b"b")
+    app.commit()
+
+    assert env.state() == ([(1, "user 1"), (2, "two")], [(1, "b")])
+
+
 @pytest.mark.parametrize("kind", ["driver", "sqlalchemy"])
 def test_each_app_commit_publishes_only_its_own_sends(env: Env, kind: str) -> None:
     """Two app transactions in a row on one connection: each send shows with its commit."""

@@ -104,6 +104,8 @@ def check_key(table: Table, key: object, field: str = "key") -> tuple[Any, ...]:
 def check_payload(table: Table, payload: object) -> Any:
     """Check a message payload against the queue's Payload column (bytes, str or JSON)."""
     column = table.payload_column
+    if _plainly_valid(column, payload):
+        return payload  # the common case: bytes or str of the column's type, nothing to do
     if payload is None:
         raise InvalidArgument(f"payload of {table.name} must not be None")
     return check_value(column, payload, "payload")

@@ -60,11 +60,17 @@ class AsyncSqliteTransaction:
         self._sent: set[str] = set()
         self._pending: list[SendParams | AckParams] = []
         self._finished = False
+        self._started = False  # has any statement run in this transaction yet?
 
     async def _call(self, function: Callable[..., T], *args: Any) -> T:
         if self._pending:  # buffered sends and acks go first, in order
             pending, self._pending = self._pending, []
-            await self._run(engine.flush, pending, self._driver.deliver_column)
+            # First in the transaction: undoing them is going back to its start.
+            undo = None if self._started else _restart if self._owned else _back_to_start
+            self._started = True
+            await self._run(engine.flush, pending, self._driver.deliver_column, undo)
+        if function is not _nothing:
+            self._started = True
         return await self._run(function, *args)
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
@@ -152,6 +158,17 @@ class AsyncSqliteTransaction:
 
 def _nothing(connection: sqlite3.Connection) -> None:
     """A no-op statement: calling it flushes the buffered operations."""
+
+
+def _restart(connection: sqlite3.Connection) -> None:
+    """Undo everything in our own transaction and begin it again."""
+    connection.execute("ROLLBACK")
+    connection.execute("BEGIN IMMEDIATE")
+
+
+def _back_to_start(connection: sqlite3.Connection) -> None:
+    """Undo everything in our savepoint inside the application's transaction (it stays open)."""
+    connection.execute("ROLLBACK TO txqueue")
 
 
 def _commit(connection: sqlite3.Connection) -> None:
