@@ -135,7 +135,9 @@ class WorkerProcess:
         return code
 
     def output(self) -> str:
-        return self.log.read_text()[-5000:]
+        """The end of the worker's log, then the events recorded so far (to diagnose a wait)."""
+        events = "\n".join(json.dumps(event) for event in records(self.records)[-20:])
+        return f"{self.log.read_text()[-5000:]}\n-- recorded events (last 20):\n{events}"
 
 
 def records(directory: Path, **match: Any) -> list[dict[str, Any]]:

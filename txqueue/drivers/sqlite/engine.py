@@ -227,11 +227,13 @@ def send_row(params: SendParams, as_given: bool = False) -> list[Any]:
     return [*encode_key(table, params.key), encode(table.payload_column, params.payload), deliver]
 
 
-def ack_row(params: AckParams, now: int | None = None) -> list[Any]:
+def ack_row(params: AckParams, now: int | None = None, as_given: bool = False) -> list[Any]:
+    """The DELETE's arguments; ``as_given``: the caller knows ``stored_as_given(queue)``."""
     token = params.lease_token
     if params.now is not None or now is None:
         now = now_micros(params.now)
-    return [*encode_key(params.queue, params.key), token, token, now]
+    key = params.key if as_given else encode_key(params.queue, params.key)
+    return [*key, token, token, now]
 
 
 def send(connection: sqlite3.Connection, params: SendParams, deliver_column: str) -> None:
@@ -310,13 +312,13 @@ def _apply_run(
 ) -> bool:
     """One ``executemany`` for a run of sends or acks of one queue; False when a row missed."""
     statements = queue_statements(items[0].queue, deliver)
+    as_given = stored_as_given(items[0].queue)
     if isinstance(items[0], SendParams):
-        as_given = stored_as_given(items[0].queue)
         rows = [send_row(i, as_given) for i in items]  # type: ignore[arg-type]
         sql = statements.send
     else:
         now = now_micros(None)  # one clock reading for the run (pinned times still win)
-        rows = [ack_row(i, now) for i in items]  # type: ignore[arg-type]
+        rows = [ack_row(i, now, as_given) for i in items]  # type: ignore[arg-type]
         sql = statements.ack
     return bool(connection.executemany(sql, rows).rowcount == len(rows))
 
