@@ -9,6 +9,7 @@ queue on that engine can reach.
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import time
 import uuid
@@ -54,14 +55,30 @@ class System(ABC):
         """Close connections."""
 
 
+def random_key() -> str:
+    """A random key (UUID4 hex), as the shared harness sends: every insert lands at a random
+    place in the primary key's index."""
+    return uuid.uuid4().hex
+
+
+def ordered_key() -> str:
+    """A time-ordered key (in the manner of UUIDv7: nanoseconds, then random bits): inserts
+    append to the primary key's index and a batch's rows share its pages."""
+    return f"{time.time_ns():016x}{secrets.token_hex(8)}"
+
+
+KEYS: dict[str, Callable[[], str]] = {"random": random_key, "ordered": ordered_key}
+
+
 class TxqueueSystem(System):
     """txqueue through its public API: batch() sends, receive() + token-fenced acks."""
 
     name = "txqueue"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, keys: str = "random") -> None:
         super().__init__(url)
         self.db = txqueue.connect(url, dialect="googlesql")
+        self.key = KEYS[keys]
 
     def setup(self) -> None:
         if QUEUE.lower() not in {t.name.lower() for t in self.db.queues()}:
@@ -72,7 +89,7 @@ class TxqueueSystem(System):
         for start in range(0, len(payloads), batch):
             with self.db.batch() as b:
                 for payload in payloads[start : start + batch]:
-                    b.send(QUEUE, (uuid.uuid4().hex,), payload)
+                    b.send(QUEUE, (self.key(),), payload)
 
     def pending(self) -> int:
         info = self.db.queue_info(QUEUE)
@@ -231,10 +248,11 @@ class RawPostgresSystem(System):
         self.connection.close()
 
 
-def make_system(kind: str, url: str) -> System:
-    """A system by name: ``txqueue`` or ``raw`` (the raw baseline of the URL's engine)."""
+def make_system(kind: str, url: str, keys: str = "random") -> System:
+    """A system by name: ``txqueue`` or ``raw`` (the raw baseline of the URL's engine);
+    ``keys`` (random or ordered) are txqueue's message keys (raw SQL numbers its rows)."""
     if kind == "txqueue":
-        return TxqueueSystem(url)
+        return TxqueueSystem(url, keys)
     if url.startswith("sqlite"):
         return RawSqliteSystem(url)
     return RawPostgresSystem(url)

@@ -23,9 +23,9 @@ def payload(sequence: int) -> bytes:
     return json.dumps({"seq": sequence, "ts": time.time(), "pad": PAD}).encode()
 
 
-def send(kind: str, url: str, messages: int, batch: int) -> dict[str, Any]:
+def send(kind: str, url: str, messages: int, batch: int, keys: str = "random") -> dict[str, Any]:
     """W1: send ``messages`` in transactions of ``batch``; returns messages per second."""
-    system = make_system(kind, url)
+    system = make_system(kind, url, keys)
     try:
         system.setup()
         payloads = [payload(i) for i in range(messages)]
@@ -84,9 +84,10 @@ def drain(
     batch: int,
     progress: Callable[[int], None] | None = None,
     timeout: float = 600,
+    keys: str = "random",
 ) -> dict[str, Any]:
     """W2: preload ``messages``, then drain them with ``workers`` processes."""
-    system = make_system(kind, url)
+    system = make_system(kind, url, keys)
     try:
         system.setup()
         system.send([payload(i) for i in range(messages)], 500)
@@ -113,9 +114,11 @@ def drain(
     }
 
 
-def latency(kind: str, url: str, messages: int, rate: float, batch: int) -> dict[str, Any]:
+def latency(
+    kind: str, url: str, messages: int, rate: float, batch: int, keys: str = "random"
+) -> dict[str, Any]:
     """W3: one worker consumes while messages are sent one per transaction at ``rate``/s."""
-    system = make_system(kind, url)
+    system = make_system(kind, url, keys)
     context = multiprocessing.get_context("spawn")
     latencies = context.Queue()
     try:

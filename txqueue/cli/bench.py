@@ -26,6 +26,13 @@ from txqueue.cli.common import database_option
     "--repeats", default=3, show_default=True, help="Runs per figure; the median is shown."
 )
 @click.option("--rate", default=200.0, show_default=True, help="Send rate of the latency workload.")
+@click.option(
+    "--keys",
+    type=click.Choice(["random", "ordered"]),
+    default="random",
+    show_default=True,
+    help="txqueue's message keys: UUID4 hex (as the shared harness), or time-ordered.",
+)
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Write JSON here.")
 def bench(
     database: str,
@@ -35,6 +42,7 @@ def bench(
     batch: int,
     repeats: int,
     rate: float,
+    keys: str,
     output: Path | None,
 ) -> None:
     """Measure send, drain and latency for txqueue and the raw baseline, and print ratios."""
@@ -64,25 +72,32 @@ def bench(
                 for _ in range(repeats):
                     progress.update(task, description=f"{label}: {system}")
                     results.setdefault(label, {}).setdefault(system, []).append(
-                        _run(system, database, messages, rate, workers, spec)
+                        _run(system, database, messages, rate, workers, spec, keys)
                     )
                     progress.advance(task)
     console.print(_table(results, database))
     if output:
-        output.write_text(json.dumps({"database": database, "results": results}, indent=1))
+        report = {"database": database, "keys": keys, "results": results}
+        output.write_text(json.dumps(report, indent=1))
         console.print(f"wrote {output}")
 
 
 def _run(
-    system: str, url: str, messages: int, rate: float, workers: int, spec: dict[str, Any]
+    system: str,
+    url: str,
+    messages: int,
+    rate: float,
+    workers: int,
+    spec: dict[str, Any],
+    keys: str,
 ) -> dict[str, Any]:
     if spec["kind"] == "send":
         count = messages if spec["batch"] > 1 else min(messages, 2000)
-        return workloads.send(system, url, count, spec["batch"])
+        return workloads.send(system, url, count, spec["batch"], keys)
     if spec["kind"] == "drain":
         count = messages if spec["batch"] > 1 else min(messages, 2000)
-        return workloads.drain(system, url, count, spec["workers"], spec["batch"])
-    return workloads.latency(system, url, min(messages, 1000), rate, spec["batch"])
+        return workloads.drain(system, url, count, spec["workers"], spec["batch"], keys=keys)
+    return workloads.latency(system, url, min(messages, 1000), rate, spec["batch"], keys)
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float | None:

@@ -1,0 +1,70 @@
+"""``txqueue bench`` end to end on a small run: every workload against txqueue and the raw
+baseline of the engine, counted (not timed): each send stored, each message drained once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from txqueue.bench.systems import ordered_key, random_key
+from txqueue.cli.main import main
+
+MESSAGES = 120
+
+
+def test_bench_runs_every_workload_on_both_systems(database_url: str, tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    arguments = [
+        "bench",
+        "--database",
+        database_url,
+        "--messages",
+        str(MESSAGES),
+        "--workers",
+        "2",
+        "--batch",
+        "25",
+        "--repeats",
+        "1",
+        "--rate",
+        "400",
+        "--keys",
+        "ordered",
+        "--output",
+        str(report),
+    ]
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+
+    data = json.loads(report.read_text())
+    assert data["keys"] == "ordered"
+    results = data["results"]
+    assert set(results) == {
+        "send 1/txn",
+        "send ×25",
+        "drain 1 worker ×25",
+        "drain 2 workers ×25",
+        "drain 1 worker ×1",
+        "latency @400/s",
+    }
+    for label, systems in results.items():
+        assert set(systems) == {"raw", "txqueue"}, label
+        for system, (run,) in systems.items():
+            if label.startswith("send"):
+                assert run["stored"] == MESSAGES and run["rate"] > 0, (label, system, run)
+            elif label.startswith("drain"):
+                assert (run["handled"], run["duplicates"]) == (MESSAGES, 0), (label, system)
+            else:
+                assert run["p50_ms"] is not None and run["p99_ms"] >= run["p50_ms"], run
+    assert "txqueue / raw" in result.output
+
+
+def test_ordered_keys_sort_in_the_order_they_were_made() -> None:
+    keys = [ordered_key() for _ in range(2000)]
+    assert all(len(key) == 32 for key in keys)
+    prefixes = [key[:16] for key in keys]
+    assert prefixes == sorted(prefixes)  # nanoseconds first: creation order
+    assert len(set(keys)) == len(keys)
+    assert len(random_key()) == 32
