@@ -119,14 +119,6 @@ class Table:
     on_delete_cascade: bool = False
 
     @cached_property
-    def _hash(self) -> int:
-        return hash((self.name, self.columns, self.primary_key, self.is_queue, self.parent))
-
-    def __hash__(self) -> int:
-        """Computed once: tables key the statement caches, looked up on every operation."""
-        return self._hash
-
-    @cached_property
     def _by_name(self) -> dict[str, Column]:
         return {column.name.lower(): column for column in self.columns}
 

@@ -183,7 +183,7 @@ class PostgresDriver:
             with map_errors():
                 cursor = connection.execute(sql, params, binary=binary)
                 # The result's field count, not cursor.description: that builds a Column per
-                # field on every access (~20 µs for receive's six), and only "any?" matters.
+                # field on every access (~7 µs for receive's six), and only "any?" matters.
                 result = cursor.pgresult
                 has_rows = result is not None and result.nfields > 0
                 return list(cursor.fetchall()) if fetch and has_rows else []
