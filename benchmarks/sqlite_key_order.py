@@ -1,0 +1,147 @@
+"""SQLite: what the order of message keys costs txqueue's own statements, against raw SQL.
+
+    python benchmarks/sqlite_key_order.py [--messages 20000] [--batch 100] [--repeats 3]
+
+No txqueue Python on the measured path: a bare ``sqlite3`` loop runs txqueue's receive
+(in a lease transaction, as the driver does) and its token-fenced ack ``DELETE`` per batch,
+against the raw baseline's ``UPDATE … RETURNING`` and ``DELETE … IN`` on an integer-keyed
+table. Both files are WAL at ``synchronous=FULL``. Keys are random (UUID4 hex, as the shared
+harness sends) or time-ordered; the raw table numbers its rows either way. Prints receive
+and ack time per message (medians) and the drain rate as a share of raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+
+import txqueue
+from txqueue.core.schema import Table
+from txqueue.drivers.sqlite.leasing import _lease_transaction
+from txqueue.drivers.sqlite.statements import queue_statements
+
+DDL = "CREATE QUEUE BenchQ (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
+RAW_DDL = (
+    "CREATE TABLE rawq (id INTEGER PRIMARY KEY, payload BLOB NOT NULL,"
+    " deliver_time REAL NOT NULL, lease_expires REAL);"
+    " CREATE INDEX rawq_deliver ON rawq (deliver_time, id);"
+)
+RAW_RECEIVE = (
+    "UPDATE rawq SET lease_expires = ?1 + 30 WHERE id IN (SELECT id FROM rawq"
+    " WHERE deliver_time <= ?1 AND (lease_expires IS NULL OR lease_expires < ?1)"
+    " ORDER BY id LIMIT ?2) RETURNING id, payload"
+)
+PAYLOAD = b'{"seq": 0, "ts": 0.0, "pad": "' + b"x" * 64 + b'"}'
+KEYS: dict[str, Callable[[], str]] = {
+    "random": lambda: uuid.uuid4().hex,
+    "ordered": lambda: f"{time.time_ns():016x}{secrets.token_hex(8)}",
+}
+
+
+def connect(path: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    return connection
+
+
+def drain_raw(connection: sqlite3.Connection, messages: int, batch: int) -> tuple[float, float]:
+    connection.execute("DELETE FROM rawq")
+    rows = [(PAYLOAD, time.time())] * messages
+    connection.execute("BEGIN")
+    connection.executemany("INSERT INTO rawq (payload, deliver_time) VALUES (?, ?)", rows)
+    connection.execute("COMMIT")
+    receiving = acking = 0.0
+    done = 0
+    while done < messages:
+        started = time.perf_counter()
+        connection.execute("BEGIN IMMEDIATE")
+        leased = connection.execute(RAW_RECEIVE, (time.time(), batch)).fetchall()
+        connection.execute("COMMIT")
+        received = time.perf_counter()
+        ids = [row[0] for row in leased]
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(f"DELETE FROM rawq WHERE id IN ({','.join('?' * len(ids))})", ids)
+        connection.execute("COMMIT")
+        receiving += received - started
+        acking += time.perf_counter() - received
+        done += len(leased)
+    return receiving / messages, acking / messages
+
+
+def drain_txqueue(
+    connection: sqlite3.Connection, table: Table, messages: int, batch: int, key: Callable[[], str]
+) -> tuple[float, float]:
+    statements = queue_statements(table, "DeliverTime")
+    connection.execute('DELETE FROM "BenchQ"')
+    rows = [(key(), PAYLOAD) for _ in range(messages)]
+    connection.execute("BEGIN")
+    connection.executemany('INSERT INTO "BenchQ" ("Id", "Payload") VALUES (?, ?)', rows)
+    connection.execute("COMMIT")
+    receiving = acking = 0.0
+    done = 0
+    while done < messages:
+        started = time.perf_counter()
+        now = time.time_ns() // 1000
+        expiration = now + 10_000_000
+        arguments = {
+            "now": now,
+            "expiration": expiration,
+            "token": f"{expiration:014x}{secrets.token_hex(8)}",
+            "limit": batch,
+        }
+        with _lease_transaction(connection):
+            leased = connection.execute(statements.receive, arguments).fetchall()
+        received = time.perf_counter()
+        # columns: Id, Payload, DeliverTime, lease expiration, lease token, delivery count
+        acks = [(row[0], row[4], row[4], now) for row in leased]
+        connection.execute("BEGIN IMMEDIATE")
+        deleted = connection.executemany(statements.ack, acks).rowcount
+        connection.execute("COMMIT")
+        assert deleted == len(leased), "every fenced ack must apply"
+        receiving += received - started
+        acking += time.perf_counter() - received
+        done += len(leased)
+    return receiving / messages, acking / messages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    options = parser.parse_args()
+    directory = tempfile.mkdtemp(prefix="txqueue-keys-")
+    raw = connect(os.path.join(directory, "raw.db"))
+    raw.executescript(RAW_DDL)
+    for order, key in KEYS.items():
+        path = os.path.join(directory, f"txqueue-{order}.db")  # a fresh file per key order
+        with txqueue.connect(f"sqlite:///{path}", dialect="googlesql") as db:
+            db.update_ddl([DDL])
+            table = db.queue("BenchQ")
+        ours = connect(path)
+        shares, measured = [], []
+        for _ in range(options.repeats):
+            raw_receive, raw_ack = drain_raw(raw, options.messages, options.batch)
+            receive, ack = drain_txqueue(ours, table, options.messages, options.batch, key)
+            shares.append((raw_receive + raw_ack) / (receive + ack))
+            measured.append((receive, ack, raw_receive, raw_ack))
+        receive, ack, raw_receive, raw_ack = (
+            statistics.median(m[i] for m in measured) for i in range(4)
+        )
+        print(
+            f"{order:8s} keys: txqueue receive {receive * 1e6:5.1f} µs, ack {ack * 1e6:5.1f} µs"
+            f" | raw receive {raw_receive * 1e6:5.1f} µs, ack {raw_ack * 1e6:5.1f} µs"
+            f" | txqueue SQL drains at {min(shares):.0%}–{max(shares):.0%} of raw"
+        )
+
+
+if __name__ == "__main__":
+    main()
