@@ -19,10 +19,10 @@ import sqlite3
 import statistics
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 
 import txqueue
+from txqueue.bench.systems import KEYS
 from txqueue.core.schema import Table
 from txqueue.drivers.sqlite.leasing import _lease_transaction
 from txqueue.drivers.sqlite.statements import queue_statements
@@ -39,10 +39,6 @@ RAW_RECEIVE = (
     " ORDER BY id LIMIT ?2) RETURNING id, payload"
 )
 PAYLOAD = b'{"seq": 0, "ts": 0.0, "pad": "' + b"x" * 64 + b'"}'
-KEYS: dict[str, Callable[[], str]] = {
-    "random": lambda: uuid.uuid4().hex,
-    "ordered": lambda: f"{time.time_ns():016x}{secrets.token_hex(8)}",
-}
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -52,43 +48,61 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
-def drain_raw(connection: sqlite3.Connection, messages: int, batch: int) -> tuple[float, float]:
-    connection.execute("DELETE FROM rawq")
-    rows = [(PAYLOAD, time.time())] * messages
+Rows = list[tuple[object, ...]]
+
+
+def drain(
+    connection: sqlite3.Connection,
+    table: str,
+    insert: str,
+    rows: Rows,
+    receive: Callable[[], Rows],
+    ack: Callable[[Rows], None],
+) -> tuple[float, float]:
+    """Empty ``table`` and fill it (``insert`` of ``rows``), then receive and ack batches
+    until every message is done; seconds per message spent receiving and acking."""
+    connection.execute(f"DELETE FROM {table}")
     connection.execute("BEGIN")
-    connection.executemany("INSERT INTO rawq (payload, deliver_time) VALUES (?, ?)", rows)
+    connection.executemany(insert, rows)
     connection.execute("COMMIT")
+    messages = len(rows)
     receiving = acking = 0.0
     done = 0
     while done < messages:
         started = time.perf_counter()
-        connection.execute("BEGIN IMMEDIATE")
-        leased = connection.execute(RAW_RECEIVE, (time.time(), batch)).fetchall()
-        connection.execute("COMMIT")
+        leased = receive()
         received = time.perf_counter()
-        ids = [row[0] for row in leased]
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute(f"DELETE FROM rawq WHERE id IN ({','.join('?' * len(ids))})", ids)
-        connection.execute("COMMIT")
+        ack(leased)
         receiving += received - started
         acking += time.perf_counter() - received
         done += len(leased)
     return receiving / messages, acking / messages
 
 
+def drain_raw(connection: sqlite3.Connection, messages: int, batch: int) -> tuple[float, float]:
+    def receive() -> Rows:
+        connection.execute("BEGIN IMMEDIATE")
+        leased = connection.execute(RAW_RECEIVE, (time.time(), batch)).fetchall()
+        connection.execute("COMMIT")
+        return leased
+
+    def ack(leased: Rows) -> None:
+        ids = [row[0] for row in leased]
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(f"DELETE FROM rawq WHERE id IN ({','.join('?' * len(ids))})", ids)
+        connection.execute("COMMIT")
+
+    insert = "INSERT INTO rawq (payload, deliver_time) VALUES (?, ?)"
+    rows: Rows = [(PAYLOAD, time.time())] * messages
+    return drain(connection, "rawq", insert, rows, receive, ack)
+
+
 def drain_txqueue(
     connection: sqlite3.Connection, table: Table, messages: int, batch: int, key: Callable[[], str]
 ) -> tuple[float, float]:
     statements = queue_statements(table, "DeliverTime")
-    connection.execute('DELETE FROM "BenchQ"')
-    rows = [(key(), PAYLOAD) for _ in range(messages)]
-    connection.execute("BEGIN")
-    connection.executemany('INSERT INTO "BenchQ" ("Id", "Payload") VALUES (?, ?)', rows)
-    connection.execute("COMMIT")
-    receiving = acking = 0.0
-    done = 0
-    while done < messages:
-        started = time.perf_counter()
+
+    def receive() -> Rows:
         now = time.time_ns() // 1000
         expiration = now + 10_000_000
         arguments = {
@@ -98,18 +112,20 @@ def drain_txqueue(
             "limit": batch,
         }
         with _lease_transaction(connection):
-            leased = connection.execute(statements.receive, arguments).fetchall()
-        received = time.perf_counter()
+            return connection.execute(statements.receive, arguments).fetchall()
+
+    def ack(leased: Rows) -> None:
         # columns: Id, Payload, DeliverTime, lease expiration, lease token, delivery count
+        now = time.time_ns() // 1000
         acks = [(row[0], row[4], row[4], now) for row in leased]
         connection.execute("BEGIN IMMEDIATE")
         deleted = connection.executemany(statements.ack, acks).rowcount
         connection.execute("COMMIT")
         assert deleted == len(leased), "every fenced ack must apply"
-        receiving += received - started
-        acking += time.perf_counter() - received
-        done += len(leased)
-    return receiving / messages, acking / messages
+
+    insert = 'INSERT INTO "BenchQ" ("Id", "Payload") VALUES (?, ?)'
+    rows: Rows = [(key(), PAYLOAD) for _ in range(messages)]
+    return drain(connection, '"BenchQ"', insert, rows, receive, ack)
 
 
 def main() -> None:
