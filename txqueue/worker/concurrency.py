@@ -118,25 +118,30 @@ class DaemonThreadPool:
         return await asyncio.wrap_future(future)
 
     def _submit(self, call: Callable[[], None]) -> None:
+        # The submitter claims an idle thread (or starts one) under the lock, so each call
+        # has its own thread while the pool is below its size. Counting a thread idle from
+        # its own loop instead let two calls claim one new thread, the second then waiting
+        # behind the first however long it ran.
         with self._lock:
-            if self._idle == 0 and len(self._threads) < self._size:
+            if self._idle > 0:
+                self._idle -= 1
+            elif len(self._threads) < self._size:
                 thread = threading.Thread(
                     target=self._loop, name=f"{self._name}-{len(self._threads)}", daemon=True
                 )
                 self._threads.append(thread)
                 thread.start()
+            # else every thread is busy: the call waits for the first to finish
         self._work.put(call)
 
     def _loop(self) -> None:
         while True:
-            with self._lock:
-                self._idle += 1
             call = self._work.get()
-            with self._lock:
-                self._idle -= 1
             if call is None:
                 return
             call()
+            with self._lock:
+                self._idle += 1
 
     def shutdown(self) -> None:
         """Let idle threads end; busy ones end after their call (they never block exit)."""

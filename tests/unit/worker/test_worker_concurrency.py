@@ -69,3 +69,21 @@ async def test_pool_limits_its_threads() -> None:
     await asyncio.gather(*tasks)
     assert len(set(running)) == 2
     pool.shutdown()
+
+
+def test_every_call_up_to_the_size_runs_at_once() -> None:
+    """Calls submitted together each get a thread while the pool is below its size.
+
+    A thread that counted itself idle before taking its first call once let a second call
+    wait behind a long handler (the SIGINT worker test saw two of three handlers start).
+    Eight calls submitted back to back, thirty times, make that interleaving likely; the
+    barrier breaks unless all eight run at the same time.
+    """
+
+    async def submit_all(pool: DaemonThreadPool, barrier: threading.Barrier) -> None:
+        await asyncio.gather(*(pool.run(barrier.wait) for _ in range(8)))
+
+    for _ in range(30):
+        pool = DaemonThreadPool(8)
+        asyncio.run(submit_all(pool, threading.Barrier(8, timeout=5)))
+        pool.shutdown()
