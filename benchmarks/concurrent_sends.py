@@ -9,10 +9,11 @@ through the commit's WAL flush, so notifying transactions cannot share a flush (
 per transaction for ``--seconds``; these systems in one run, ``--repeats`` times:
 
 - ``raw``: INSERT, autocommit (what the disk and the server allow),
-- ``raw-pipelined``: BEGIN, INSERT, COMMIT in one pipeline (txqueue's shape, without NOTIFY),
+- ``raw-pipelined``: BEGIN, INSERT, COMMIT in one pipeline (txqueue's shape before its
+  lone sends became one statement, without NOTIFY),
 - ``raw+notify``: the same with a NOTIFY inside the transaction (the serialised shape),
 - ``raw+notify-after``: the NOTIFY after COMMIT as its own asynchronously committed
-  statement, in the same pipeline (what txqueue does),
+  statement, in the same pipeline (what txqueue did before its notifier thread),
 - ``txqueue``: ``db.batch().send(...)``, one message per batch.
 
 Prints the median rate of each, the ratios to the raw INSERT, and for txqueue how many

@@ -1,11 +1,11 @@
-"""Dropped replies at the commit of an ack-only transaction (PostgreSQL).
+"""Dropped replies at the commit of a send-only or ack-only transaction (PostgreSQL).
 
-A transaction holding only buffered acks is sent without BEGIN and COMMIT: its statement
-commits at the pipeline's Sync (an implicit transaction). The proxy drops the connection at
+A transaction holding only buffered sends or acks is sent without BEGIN and COMMIT: its
+statement commits at the pipeline's Sync (an implicit transaction). The proxy drops the connection at
 that Sync — before forwarding it (the server rolls back) or right after (the server commits,
 the client hears nothing) — and the commit marker must tell which: ``run_in_transaction``
-returns after one attempt when the ack committed, re-runs it when it did not, and every
-message ends acked exactly once.
+returns after one attempt when the transaction committed, re-runs it when it did not, and
+every message ends sent (or acked) exactly once.
 """
 
 from __future__ import annotations
@@ -54,3 +54,28 @@ def test_a_dropped_reply_at_an_ack_only_commit_is_resolved(pg_database_url: str,
     assert set(attempts.values()) == {expected}, attempts
     with psycopg.connect(pg_database_url) as connection:
         assert connection.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("mode", ["before", "after"])
+def test_a_dropped_reply_at_a_send_only_commit_is_resolved(pg_database_url: str, mode: str) -> None:
+    with txqueue.connect(pg_database_url) as db:
+        db.update_ddl([QUEUE])
+    attempts: Counter[str] = Counter()
+    with CommitDropProxy.for_url(pg_database_url) as proxy:
+        with txqueue.connect(proxy.url(pg_database_url) + "&pool_size=2") as db:
+            for number in range(MESSAGES):
+                key = fault_marker(mode, f"job{number}")  # the key carries the marker
+
+                def work(txn: txqueue.Transaction, key: str = key) -> None:
+                    attempts[key] += 1
+                    txn.send("jobs", (key,), b"x")
+
+                db.run_in_transaction(work)
+        drops = proxy.drops_by_tag()
+
+    assert sorted(drops) == sorted(f"job{n}" for n in range(MESSAGES))
+    assert {drop.protocol for drop in drops.values()} == {"implicit"}
+    expected = 1 if mode == "after" else 2  # committed: no re-run; rolled back: one re-run
+    assert set(attempts.values()) == {expected}, attempts
+    with psycopg.connect(pg_database_url) as connection:
+        assert connection.execute("SELECT count(*) FROM jobs").fetchone() == (MESSAGES,)

@@ -2,8 +2,8 @@
 
 ``txqueue/drivers/postgres/_sync.py`` is generated from this file. Connections are in
 autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing statement is one
-short transaction. A committed send NOTIFYs the queue's name on one channel (right after
-COMMIT, as a transaction of its own: ``NOTIFY_AFTER_COMMIT``); receivers
+short transaction. A committed send NOTIFYs the queue's name on one channel (after COMMIT,
+from the driver's ``Notifier`` thread, off the commit's path); receivers
 LISTEN on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g.
 behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from txqueue._async._compat import monotonic, sleep
+from txqueue._async._compat import monotonic, run_blocking, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
@@ -49,12 +49,12 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
+from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
     CATALOG,
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
-    NOTIFY_AFTER_COMMIT,
     create_index,
     create_table,
     ident,
@@ -148,6 +148,7 @@ class AsyncPostgresDriver:
         self.deliver_column = DELIVER_TIME[Dialect.POSTGRESQL]
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
         self._slots: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._notifier = Notifier(conninfo)
 
     async def _configure(self, connection: Any) -> None:
         """Every pooled connection reads and writes timestamps in UTC (as Spanner does) and
@@ -160,6 +161,10 @@ class AsyncPostgresDriver:
         cursor.nextset()
         row = await cursor.fetchone()
         self._slots[connection] = str(row[0]) if row else f"{connection.info.backend_pid}@"
+
+    def notify(self, queues: Iterable[str]) -> None:
+        """Wake receivers of ``queues``: their committed sends are there (no I/O here)."""
+        self._notifier.owe(queues)
 
     def commit_slot(self, connection: Any) -> str:
         """The slot whose commit marker ``connection``'s transactions write."""
@@ -360,10 +365,10 @@ class AsyncPostgresDriver:
                     },
                 )
                 released = int(cursor.rowcount)
-                if released:
-                    await connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, [params.queue.name]])
         finally:
             await self.put(connection)
+        if released:
+            self.notify([params.queue.name])
         return released
 
     async def _with_connection(self, function: Callable[..., Awaitable[T]], *args: Any) -> T:
@@ -382,7 +387,12 @@ class AsyncPostgresDriver:
     async def replay_dead_letters(
         self, queue: Table, keys: Sequence[tuple[Any, ...]] | None
     ) -> int:
-        return await self._with_connection(dead_letters.replay, queue, keys, self.deliver_column)
+        replayed = await self._with_connection(
+            dead_letters.replay, queue, keys, self.deliver_column
+        )
+        if replayed:
+            self.notify([queue.name])
+        return replayed
 
     async def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
         return await self._with_connection(dead_letters.purge, queue, keys)
@@ -451,6 +461,7 @@ class AsyncPostgresDriver:
             await self.put(connection)
 
     async def close(self) -> None:
+        await run_blocking(self._notifier.close)
         await self._pool.close()
 
 

@@ -20,7 +20,7 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
-from txqueue.drivers.postgres.statements import CHANNEL, NOTIFY_AFTER_COMMIT, queue_statements
+from txqueue.drivers.postgres.statements import queue_statements
 from txqueue.models import DeadLetter
 
 __all__ = ["count", "dead_letter", "dead_letters", "purge", "replay"]
@@ -119,8 +119,6 @@ async def replay(
                         [table.name.lower(), key_text],
                     )
                     replayed += 1
-        if replayed:
-            await connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, [table.name]])
     return replayed
 
 

@@ -4,11 +4,11 @@ Round trips (and, on the client, statements) are what a transaction costs beyond
 commit, so this class spends few: BEGIN travels in one pipeline with the first statement;
 sends and acks are buffered (like Spanner's mutations) and applied as one statement per run
 of the same operation. At commit they travel in one pipeline with the commit marker (folded
-into the first run's statement; it resolves a lost COMMIT reply) and COMMIT itself, and the
-NOTIFY for receivers follows COMMIT in that pipeline as a transaction of its own
-(``NOTIFY_AFTER_COMMIT``: notifying commits would otherwise be serialised): a lone send is
-one round trip. Acks alone need neither BEGIN nor COMMIT (an implicit transaction, committed
-at the pipeline's Sync): a lone ack is one statement. A run that cannot apply in full fails
+into the first run's statement; it resolves a lost COMMIT reply) and COMMIT itself. A
+transaction of sends and acks only needs neither BEGIN nor COMMIT (an implicit transaction,
+committed at the pipeline's Sync): a lone send or ack is one statement, as raw SQL's is.
+Receivers are woken after COMMIT by the driver's ``Notifier``, off this path (a NOTIFY inside
+the transaction would serialise commits). A run that cannot apply in full fails
 its statement inside the server, so the COMMIT behind it never runs. Errors of buffered
 operations surface at the next statement or at commit, as Spanner's mutation errors surface
 at commit.
@@ -41,7 +41,6 @@ from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_erro
 from txqueue.drivers.postgres.statements import (
     CHANNEL,
     COMMIT_MARKER,
-    NOTIFY_AFTER_COMMIT,
     NOTIFY_SENT,
     ident,
     queue_statements,
@@ -82,7 +81,6 @@ class AsyncPostgresTransaction:
         self._begun = not owned  # the caller's transaction is open (our savepoint too)
         self._pending: list[SendParams | AckParams] = []
         self._sent: set[str] = set()
-        self._commit: Any = None  # the COMMIT's cursor, once sent
         self._token: int | None = None  # the commit marker's, once the COMMIT is sent
         self._finished = False
 
@@ -157,7 +155,7 @@ class AsyncPostgresTransaction:
         return total
 
     def note_sent(self, queue: str) -> None:
-        self._sent.add(queue)  # NOTIFYed after the COMMIT
+        self._sent.add(queue)  # receivers woken after the COMMIT
 
     async def flush(self) -> None:
         await self._flush()
@@ -259,8 +257,8 @@ class AsyncPostgresTransaction:
 
     async def _flush_and_commit(self) -> None:
         """One pipeline: the buffered runs (as statements that fail when an item cannot
-        apply, so the server skips the rest), the commit marker, COMMIT, then the NOTIFY;
-        for acks alone, the runs and the marker without BEGIN and COMMIT.
+        apply, so the server skips the rest), the commit marker and COMMIT; when nothing ran
+        before, the runs and the marker without BEGIN and COMMIT.
 
         Acks that may miss (``ignore_not_found``) need their rows examined before COMMIT:
         then the runs are flushed first and COMMIT follows in a second round trip.
@@ -270,10 +268,10 @@ class AsyncPostgresTransaction:
         pending, self._pending = self._pending, []
         deliver = self._driver.deliver_column
         runs = _runs(pending)
-        # Nothing ran yet and nothing to NOTIFY (acks only): the statements up to the
-        # pipeline's Sync are one transaction by themselves, committed at that Sync, so
-        # BEGIN and COMMIT are left out: a lone ack is then one statement, as raw SQL's is.
-        implicit = bool(runs) and not (self._begun or self._sent or self._read_only)
+        # Nothing ran yet: the statements up to the pipeline's Sync are one transaction by
+        # themselves, committed at that Sync, so BEGIN and COMMIT are left out: a lone send
+        # or ack is then one statement, as raw SQL's is.
+        implicit = bool(runs) and not (self._begun or self._read_only)
         # One statement alone goes without a pipeline (psycopg's costs ~80 µs of CPU more).
         alone = implicit and len(runs) == 1
         with map_errors():
@@ -291,9 +289,6 @@ class AsyncPostgresTransaction:
                     if not implicit:
                         await self._end_in_pipeline(marker)
             except psycopg.Error as error:
-                if self._committed():  # only the NOTIFY after COMMIT failed
-                    log.warning("NOTIFY after COMMIT failed (receivers look again): %s", error)
-                    return
                 if error.sqlstate != _REFUSED:
                     raise
                 number = int((error.diag.message_detail or "").rpartition(":")[2])
@@ -307,17 +302,10 @@ class AsyncPostgresTransaction:
     async def _end_in_pipeline(self, marker: list[Any]) -> None:
         """Inside the commit's pipeline: the commit marker unless a run's statement carried
         it (a transaction that wrote records a token first known here, so a lost reply can be
-        resolved), COMMIT, and after it the NOTIFY of the queues sent to, as a transaction of
-        its own."""
+        resolved), then COMMIT."""
         if marker:
             await self._connection.execute(COMMIT_MARKER, marker)
-        self._commit = await self._connection.execute("COMMIT")
-        if self._sent:
-            await self._connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, sorted(self._sent)])
-
-    def _committed(self) -> bool:
-        """Whether the COMMIT of the pipeline that just failed had already succeeded."""
-        return self._commit is not None and self._commit.statusmessage == "COMMIT"
+        await self._connection.execute("COMMIT")
 
     # ---- ending --------------------------------------------------------------------------
 
@@ -353,12 +341,19 @@ class AsyncPostgresTransaction:
                 await self._resolve(error)
             finally:
                 await self._driver.put(self._connection)
+            self._notify()
             return
         except BaseException:
             await self.rollback()
             raise
         self._finished = True
         await self._driver.put(self._connection)
+        self._notify()
+
+    def _notify(self) -> None:
+        """After COMMIT: wake the receivers of the queues this transaction sent to."""
+        if self._sent:
+            self._driver.notify(self._sent)
 
     async def _explain(self, items: list[SendParams] | list[AckParams]) -> None:
         """Raise the error of the first item of a refused run, found by looking at the rows
@@ -436,6 +431,8 @@ def _run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str,
     """The statement of a run and its array arguments; ``refusing``: the form that fails
     inside the server when an item cannot apply (for the commit's pipeline)."""
     statements = queue_statements(items[0].queue, deliver)
+    if refusing and len(items) == 1:
+        return _one_statement(items[0], statements)
     if isinstance(items[0], SendParams):
         sql = statements.send_refusing if refusing else statements.send_many
         return sql, _send_arrays(items)
@@ -445,6 +442,17 @@ def _run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str,
         return sql, [*keys, stored, locations, keys[0], now]
     sql = statements.ack_leased_refusing if refusing else statements.ack_leased
     return sql, [*keys, stored, locations, now]
+
+
+def _one_statement(item: SendParams | AckParams, statements: Any) -> tuple[str, list[Any]]:
+    """The refusing statement of a run of one item, with plain parameters."""
+    if isinstance(item, SendParams):
+        return statements.send_one_refusing, _send_row(item)
+    key = encoded_key(item.queue, item.key)
+    if item.lease_token is None:
+        return statements.ack_one_refusing, key
+    stored, location = checked_token_parts(item.lease_token)
+    return statements.ack_one_leased_refusing, [*key, stored, location, item.now]
 
 
 def _run_key(item: SendParams | AckParams) -> tuple[type, str]:

@@ -3,8 +3,8 @@
 
 ``txqueue/drivers/postgres/_sync.py`` is generated from this file. Connections are in
 autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing statement is one
-short transaction. A committed send NOTIFYs the queue's name on one channel (right after
-COMMIT, as a transaction of its own: ``NOTIFY_AFTER_COMMIT``); receivers
+short transaction. A committed send NOTIFYs the queue's name on one channel (after COMMIT,
+from the driver's ``Notifier`` thread, off the commit's path); receivers
 LISTEN on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g.
 behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 """
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from txqueue._sync._compat import monotonic, sleep
+from txqueue._sync._compat import monotonic, run_blocking, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
@@ -50,12 +50,12 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
+from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
     CATALOG,
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
-    NOTIFY_AFTER_COMMIT,
     create_index,
     create_table,
     ident,
@@ -147,6 +147,7 @@ class PostgresDriver:
         self.deliver_column = DELIVER_TIME[Dialect.POSTGRESQL]
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
         self._slots: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._notifier = Notifier(conninfo)
 
     def _configure(self, connection: Any) -> None:
         """Every pooled connection reads and writes timestamps in UTC (as Spanner does) and
@@ -159,6 +160,10 @@ class PostgresDriver:
         cursor.nextset()
         row = cursor.fetchone()
         self._slots[connection] = str(row[0]) if row else f"{connection.info.backend_pid}@"
+
+    def notify(self, queues: Iterable[str]) -> None:
+        """Wake receivers of ``queues``: their committed sends are there (no I/O here)."""
+        self._notifier.owe(queues)
 
     def commit_slot(self, connection: Any) -> str:
         """The slot whose commit marker ``connection``'s transactions write."""
@@ -351,10 +356,10 @@ class PostgresDriver:
                     },
                 )
                 released = int(cursor.rowcount)
-                if released:
-                    connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, [params.queue.name]])
         finally:
             self.put(connection)
+        if released:
+            self.notify([params.queue.name])
         return released
 
     def _with_connection(self, function: Callable[..., T], *args: Any) -> T:
@@ -371,7 +376,10 @@ class PostgresDriver:
         return self._with_connection(dead_letters.dead_letters, queue, limit)
 
     def replay_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
-        return self._with_connection(dead_letters.replay, queue, keys, self.deliver_column)
+        replayed = self._with_connection(dead_letters.replay, queue, keys, self.deliver_column)
+        if replayed:
+            self.notify([queue.name])
+        return replayed
 
     def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
         return self._with_connection(dead_letters.purge, queue, keys)
@@ -440,6 +448,7 @@ class PostgresDriver:
             self.put(connection)
 
     def close(self) -> None:
+        run_blocking(self._notifier.close)
         self._pool.close()
 
 

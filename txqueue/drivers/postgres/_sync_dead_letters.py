@@ -21,7 +21,7 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
-from txqueue.drivers.postgres.statements import CHANNEL, NOTIFY_AFTER_COMMIT, queue_statements
+from txqueue.drivers.postgres.statements import queue_statements
 from txqueue.models import DeadLetter
 
 __all__ = ["count", "dead_letter", "dead_letters", "purge", "replay"]
@@ -120,8 +120,6 @@ def replay(
                         [table.name.lower(), key_text],
                     )
                     replayed += 1
-        if replayed:
-            connection.execute(NOTIFY_AFTER_COMMIT, [CHANNEL, [table.name]])
     return replayed
 
 

@@ -243,6 +243,9 @@ class QueueStatements:
     send_refusing: str
     ack_refusing: str
     ack_leased_refusing: str
+    send_one_refusing: str
+    ack_one_refusing: str
+    ack_one_leased_refusing: str
     lease_held: str
 
 
@@ -288,6 +291,15 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         f" AS _input({', '.join(key_aliases)}, _token)"
         " WHERE q.ctid = ANY(ARRAY(SELECT unnest(%b::text[]::tid[])))"
         f" AND {key_equal} AND q._txq_lease_token = _token AND {unexpired}"
+    )
+    send_one = (
+        f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
+        f" VALUES ({', '.join(['%s'] * (len(keys) + 1))}, coalesce(%s::timestamptz, now()))"
+        " ON CONFLICT DO NOTHING"
+    )
+    lease_held = (
+        f"{key_match} AND _txq_lease_token = %s AND q.ctid = %s::tid"
+        " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
     )
     return QueueStatements(
         # A lease is its row's key, stored token and location (ctid) together: rows leased by
@@ -359,11 +371,14 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         send_refusing=_refusing(send_many + " RETURNING 1"),
         ack_refusing=_refusing(ack_many + " RETURNING 1"),
         ack_leased_refusing=_refusing(ack_leased + " RETURNING 1"),
-        lease_held=(
-            f"SELECT 1 FROM {name} AS q WHERE {key_match} AND _txq_lease_token = %s"
-            " AND q.ctid = %s::tid"
-            " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
+        # A run of one item, with plain parameters: dumping three one-element arrays cost
+        # a lone send or ack ~40 µs of client CPU. Same checks as the arrays' forms.
+        send_one_refusing=_refusing(send_one + " RETURNING 1"),
+        ack_one_refusing=_refusing(f"DELETE FROM {name} AS q WHERE {key_match} RETURNING 1"),
+        ack_one_leased_refusing=_refusing(
+            f"DELETE FROM {name} AS q WHERE {lease_held} RETURNING 1"
         ),
+        lease_held=f"SELECT 1 FROM {name} AS q WHERE {lease_held}",
         dead_letter=(
             f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"
             f" DELETE FROM {name} AS q USING clock WHERE {key_match}"

@@ -1,0 +1,107 @@
+"""Wake-ups for waiting receivers, sent off the committing transaction's path.
+
+A NOTIFY inside a transaction serialises commits: PostgreSQL holds a database-wide lock
+from the NOTIFY's queueing until the end of COMMIT, including its WAL flush (River found
+the same). Sent right after COMMIT in the committing pipeline, it still cost each commit a
+statement, and a transaction that only sends could not be one plain statement.
+
+So a commit only records the queues it sent to (``owe``, no I/O), and one thread per driver
+sends them, on a connection of its own, as one NOTIFY statement for all the queues owed
+since its last round. The NOTIFYs of many commits coalesce: at most one round per
+``SPACING``, and the next round starts as soon as one is owed after that. A NOTIFY that
+fails (connection dropped, server restarting) is not retried: receivers look again on
+their own within the driver's fallback poll, as they do for a NOTIFY that never came.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+
+from txqueue.drivers.postgres.statements import CHANNEL
+
+__all__ = ["Notifier"]
+
+log = logging.getLogger("txqueue.postgres")
+
+#: The shortest time between two NOTIFY rounds: a burst of commits shares one.
+SPACING = 0.002
+#: Sends one NOTIFY per queue name; ``synchronous_commit`` off: it protects nothing durable.
+NOTIFY = "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
+#: How long ``close`` waits for the last round.
+CLOSE_TIMEOUT = 5.0
+
+
+class Notifier:
+    """Sends the NOTIFYs that committed transactions owe, from a daemon thread."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._owed: set[str] = set()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def owe(self, queues: Iterable[str]) -> None:
+        """Record that transactions which sent to ``queues`` committed; returns at once."""
+        with self._lock:
+            if self._closing:
+                return
+            self._owed.update(queues)
+            if self._thread is None or not self._thread.is_alive():  # first use, or forked
+                self._thread = threading.Thread(
+                    target=self._run, name="txqueue-notifier", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def close(self) -> None:
+        """Send what is owed, then end the thread and its connection."""
+        with self._lock:
+            self._closing = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None:
+            thread.join(CLOSE_TIMEOUT)
+
+    def _run(self) -> None:
+        connection: Any = None
+        last = 0.0
+        try:
+            while True:
+                self._wake.wait()
+                pause = last + SPACING - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)  # let more commits owe, and share this round
+                with self._lock:
+                    self._wake.clear()
+                    owed, self._owed = self._owed, set()
+                    closing = self._closing
+                if owed:
+                    last = time.monotonic()
+                    connection = self._notify(connection, sorted(owed))
+                if closing:
+                    return
+        finally:
+            if connection is not None:
+                connection.close()
+
+    def _notify(self, connection: Any, queues: list[str]) -> Any:
+        """One NOTIFY round; returns the connection to use next (None after a failure)."""
+        try:
+            if connection is None:
+                connection = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
+                connection.execute("SET synchronous_commit = off")
+            connection.execute(NOTIFY, [CHANNEL, queues], prepare=True)
+            return connection
+        except psycopg.Error as error:
+            log.warning("NOTIFY of %s failed (receivers look again): %s", queues, error)
+            if connection is not None:
+                connection.close()
+            return None
