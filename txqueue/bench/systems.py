@@ -20,8 +20,8 @@ from typing import Any
 
 import txqueue
 
-QUEUE = "BenchQ"
-DDL = "CREATE QUEUE BenchQ (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
+QUEUE = "TxqueueBench"
+DDL = "CREATE QUEUE TxqueueBench (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
 
 
 class System(ABC):
@@ -147,21 +147,23 @@ class RawSqliteSystem(System):
 
     def setup(self) -> None:
         self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS rawq (id INTEGER PRIMARY KEY, payload BLOB NOT NULL,"
+            "CREATE TABLE IF NOT EXISTS txqueue_bench_raw (id INTEGER PRIMARY KEY, payload BLOB NOT NULL,"
             " ready_at REAL NOT NULL DEFAULT 0)"
         )
-        self.connection.execute("CREATE INDEX IF NOT EXISTS rawq_ready ON rawq (ready_at)")
-        self.connection.execute("DELETE FROM rawq")
+        self.connection.execute(
+            "CREATE INDEX IF NOT EXISTS txqueue_bench_raw_ready ON txqueue_bench_raw (ready_at)"
+        )
+        self.connection.execute("DELETE FROM txqueue_bench_raw")
 
     def send(self, payloads: list[bytes], batch: int) -> None:
         for start in range(0, len(payloads), batch):
             chunk = [(p,) for p in payloads[start : start + batch]]
             self.connection.execute("BEGIN IMMEDIATE")
-            self.connection.executemany("INSERT INTO rawq (payload) VALUES (?)", chunk)
+            self.connection.executemany("INSERT INTO txqueue_bench_raw (payload) VALUES (?)", chunk)
             self.connection.execute("COMMIT")
 
     def pending(self) -> int:
-        return int(self.connection.execute("SELECT count(*) FROM rawq").fetchone()[0])
+        return int(self.connection.execute("SELECT count(*) FROM txqueue_bench_raw").fetchone()[0])
 
     def drain_loop(
         self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
@@ -171,7 +173,7 @@ class RawSqliteSystem(System):
             now = time.time()
             connection.execute("BEGIN IMMEDIATE")
             rows = connection.execute(
-                "UPDATE rawq SET ready_at = ? WHERE id IN (SELECT id FROM rawq WHERE"
+                "UPDATE txqueue_bench_raw SET ready_at = ? WHERE id IN (SELECT id FROM txqueue_bench_raw WHERE"
                 " ready_at <= ? ORDER BY ready_at LIMIT ?) RETURNING id, payload",
                 (now + 10, now, batch),
             ).fetchall()
@@ -182,7 +184,9 @@ class RawSqliteSystem(System):
             for _, payload in rows:
                 on_message(payload)
             connection.execute("BEGIN IMMEDIATE")
-            connection.executemany("DELETE FROM rawq WHERE id = ?", [(r[0],) for r in rows])
+            connection.executemany(
+                "DELETE FROM txqueue_bench_raw WHERE id = ?", [(r[0],) for r in rows]
+            )
             connection.execute("COMMIT")
 
     def close(self) -> None:
@@ -204,34 +208,36 @@ class RawPostgresSystem(System):
 
     def setup(self) -> None:
         self.connection.execute(
-            "CREATE TABLE IF NOT EXISTS rawq (id bigserial PRIMARY KEY, payload bytea NOT NULL,"
+            "CREATE TABLE IF NOT EXISTS txqueue_bench_raw (id bigserial PRIMARY KEY, payload bytea NOT NULL,"
             " ready_at timestamptz NOT NULL DEFAULT now())"
         )
-        self.connection.execute("CREATE INDEX IF NOT EXISTS rawq_ready ON rawq (ready_at)")
-        self.connection.execute("TRUNCATE rawq")
+        self.connection.execute(
+            "CREATE INDEX IF NOT EXISTS txqueue_bench_raw_ready ON txqueue_bench_raw (ready_at)"
+        )
+        self.connection.execute("TRUNCATE txqueue_bench_raw")
 
     def send(self, payloads: list[bytes], batch: int) -> None:
         if batch == 1:
             for payload in payloads:
                 self.connection.execute(
-                    "INSERT INTO rawq (payload) VALUES (%s)", (payload,), prepare=True
+                    "INSERT INTO txqueue_bench_raw (payload) VALUES (%s)", (payload,), prepare=True
                 )
             return
         for start in range(0, len(payloads), batch):
             with self.connection.transaction(), self.connection.cursor() as cursor:
                 rows = [(p,) for p in payloads[start : start + batch]]
-                cursor.executemany("INSERT INTO rawq (payload) VALUES (%s)", rows)
+                cursor.executemany("INSERT INTO txqueue_bench_raw (payload) VALUES (%s)", rows)
 
     def pending(self) -> int:
-        return int(self.connection.execute("SELECT count(*) FROM rawq").fetchone()[0])
+        return int(self.connection.execute("SELECT count(*) FROM txqueue_bench_raw").fetchone()[0])
 
     def drain_loop(
         self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
     ) -> None:
         while not stop():
             rows = self.connection.execute(
-                "UPDATE rawq SET ready_at = now() + interval '10 s' WHERE id IN (SELECT id FROM"
-                " rawq WHERE ready_at <= now() ORDER BY ready_at LIMIT %s FOR UPDATE SKIP LOCKED)"
+                "UPDATE txqueue_bench_raw SET ready_at = now() + interval '10 s' WHERE id IN (SELECT id FROM"
+                " txqueue_bench_raw WHERE ready_at <= now() ORDER BY ready_at LIMIT %s FOR UPDATE SKIP LOCKED)"
                 " RETURNING id, payload",
                 (batch,),
                 prepare=True,
@@ -242,7 +248,9 @@ class RawPostgresSystem(System):
             for _, payload in rows:
                 on_message(payload)
             ids = [r[0] for r in rows]
-            self.connection.execute("DELETE FROM rawq WHERE id = ANY(%s)", (ids,), prepare=True)
+            self.connection.execute(
+                "DELETE FROM txqueue_bench_raw WHERE id = ANY(%s)", (ids,), prepare=True
+            )
 
     def close(self) -> None:
         self.connection.close()
