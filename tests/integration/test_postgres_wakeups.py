@@ -9,6 +9,8 @@ fails does not fail the send that committed.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -85,6 +87,32 @@ def test_notifies_of_many_commits_share_a_round(pg_database_url: str) -> None:
     rounds_at_most = 2 + (owing + 0.05) / notifier.SPACING  # +0.05 s: the thread's start
     assert len(payloads) <= 4 * rounds_at_most, (len(payloads), owing)
     assert len(payloads) < 2001, "some NOTIFYs were shared"
+
+
+@pytest.mark.timeout(60)
+def test_a_forked_child_notifies_even_if_the_parent_held_the_lock(pg_database_url: str) -> None:
+    """A child forked while the parent's notifier held its lock starts afresh (a copy of a
+    held lock would never be released there)."""
+    notifications = Notifier(pg_database_url)
+    with psycopg.connect(pg_database_url, autocommit=True) as listener:
+        listener.execute("LISTEN txqueue")
+        notifications._lock.acquire()  # as if the parent's thread held it at the fork
+        try:
+            pid = os.fork()
+            if pid == 0:  # the child: owe, send, and leave without running any cleanup
+                signal.alarm(20)  # a child stuck on the copied lock dies instead of hanging
+                code = 1
+                try:
+                    notifications.owe(["child"])
+                    notifications.close()
+                    code = 0
+                finally:
+                    os._exit(code)
+        finally:
+            notifications._lock.release()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert [n.payload for n in _notifies(listener, 1.0)] == ["child"]
 
 
 @pytest.fixture

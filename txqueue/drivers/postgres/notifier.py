@@ -16,6 +16,7 @@ their own within the driver's fallback poll, as they do for a NOTIFY that never 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -42,6 +43,12 @@ class Notifier:
 
     def __init__(self, conninfo: str) -> None:
         self._conninfo = conninfo
+        self._start_fresh()
+
+    def _start_fresh(self) -> None:
+        """No thread, nothing owed: at creation, and in a forked child (whose copy of the
+        lock may be held by a parent's thread that does not exist there)."""
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._owed: set[str] = set()
@@ -50,11 +57,13 @@ class Notifier:
 
     def owe(self, queues: Iterable[str]) -> None:
         """Record that transactions which sent to ``queues`` committed; returns at once."""
+        if os.getpid() != self._pid:
+            self._start_fresh()
         with self._lock:
             if self._closing:
                 return
             self._owed.update(queues)
-            if self._thread is None or not self._thread.is_alive():  # first use, or forked
+            if self._thread is None or not self._thread.is_alive():  # first use
                 self._thread = threading.Thread(
                     target=self._run, name="txqueue-notifier", daemon=True
                 )
@@ -63,6 +72,8 @@ class Notifier:
 
     def close(self) -> None:
         """Send what is owed, then end the thread and its connection."""
+        if os.getpid() != self._pid:
+            self._start_fresh()  # a forked child: nothing of its own to send
         with self._lock:
             self._closing = True
             thread = self._thread
