@@ -44,7 +44,13 @@ RECEIVE_BUSY_MS = 100
 
 
 class AsyncSqliteTransaction:
-    """A transaction on a pooled connection, or inside the caller's own open transaction."""
+    """A transaction on a pooled connection, or inside the caller's own open transaction.
+
+    A write transaction of our own begins (BEGIN IMMEDIATE) with its first statement, in the
+    same call on the connection's thread; one that holds a single buffered send or ack at
+    commit, and ran nothing before, is that one statement, committed by SQLite itself, as raw
+    SQL's INSERT or DELETE is.
+    """
 
     def __init__(
         self,
@@ -52,26 +58,35 @@ class AsyncSqliteTransaction:
         connection: sqlite3.Connection,
         owned: bool,
         writer: Lock | None = None,
+        begun: bool = True,
     ):
         self._driver = driver
         self._connection = connection
         self._owned = owned
         self._writer = writer  # held while this write transaction is open
+        self._begun = begun  # has BEGIN run (or is this the application's transaction)?
         self._sent: set[str] = set()
         self._pending: list[SendParams | AckParams] = []
         self._finished = False
         self._started = False  # has any statement run in this transaction yet?
 
     async def _call(self, function: Callable[..., T], *args: Any) -> T:
-        if self._pending:  # buffered sends and acks go first, in order
-            pending, self._pending = self._pending, []
-            # First in the transaction: undoing them is going back to its start.
-            undo = None if self._started else _restart if self._owned else _back_to_start
+        """BEGIN if this is the first statement, the buffered sends and acks (in order), then
+        ``function``: one call on the connection's thread."""
+        pending, self._pending = self._pending, []
+        # First in the transaction: undoing them is going back to its start.
+        undo = None if self._started else _restart if self._owned else _back_to_start
+        if pending or function is not _nothing:
             self._started = True
-            await self._run(engine.flush, pending, self._driver.deliver_column, undo)
-        if function is not _nothing:
-            self._started = True
-        return await self._run(function, *args)
+        begin = not self._begun and self._started
+        try:
+            result: T = await self._run(
+                _in_order, begin, pending, self._driver.deliver_column, undo, function, args
+            )
+            return result
+        finally:
+            if begin:
+                self._begun = self._connection.in_transaction
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
         if self._owned:
@@ -122,23 +137,30 @@ class AsyncSqliteTransaction:
     async def commit(self) -> None:
         if self._finished:
             return
-        if self._pending:
-            try:
-                await self._call(_nothing)
-            except BaseException:
-                await self.rollback()
-                raise
-        self._finished = True
         if not self._owned:
+            if self._pending:
+                try:
+                    await self._call(_nothing)
+                except BaseException:
+                    await self.rollback()
+                    raise
+            self._finished = True
             # The application commits its own transaction; ours was a savepoint inside it.
             with map_errors():
                 self._connection.execute("RELEASE txqueue")
             return
         try:
-            await self._call(_commit)
-        finally:
-            self._driver.pool.release(self._connection)
-            self._release_writer()
+            if not self._begun and len(self._pending) == 1:
+                item, self._pending = self._pending[0], []
+                await self._run(_alone, item, self._driver.deliver_column)
+            elif self._begun or self._pending:
+                await self._call(_commit)
+        except BaseException:
+            await self.rollback()  # the pool rolls back what is still open
+            raise
+        self._finished = True
+        self._driver.pool.release(self._connection)
+        self._release_writer()
         if self._sent:
             notify(self._driver.wakeup_directory, self._sent)
 
@@ -158,6 +180,33 @@ class AsyncSqliteTransaction:
 
 def _nothing(connection: sqlite3.Connection) -> None:
     """A no-op statement: calling it flushes the buffered operations."""
+
+
+def _in_order(
+    connection: sqlite3.Connection,
+    begin: bool,
+    pending: list[SendParams | AckParams],
+    deliver: str,
+    undo: Callable[[sqlite3.Connection], None] | None,
+    function: Callable[..., T],
+    args: tuple[Any, ...],
+) -> T:
+    """Run on the connection's thread: see ``AsyncSqliteTransaction._call``."""
+    if begin:
+        _begin(connection, read_only=False)
+    if pending:
+        engine.flush(connection, pending, deliver, undo)
+    return function(connection, *args)
+
+
+def _alone(connection: sqlite3.Connection, item: SendParams | AckParams, deliver: str) -> None:
+    """A lone send or ack outside BEGIN: SQLite commits the statement by itself (a write
+    statement takes the write lock as it starts, as BEGIN IMMEDIATE would). A taken key, a
+    lost lease or a missing message raises its error with nothing written."""
+    if isinstance(item, SendParams):
+        engine.send(connection, item, deliver)
+    else:
+        engine.ack(connection, item, deliver)
 
 
 def _restart(connection: sqlite3.Connection) -> None:
@@ -300,14 +349,14 @@ class AsyncSqliteDriver:
             if writer is not None:
                 writer.release()
             raise
+        if not read_only:  # a write transaction begins with its first statement
+            return AsyncSqliteTransaction(self, pooled, owned=True, writer=writer, begun=False)
         try:
             await run_blocking(_begin, pooled, read_only)
         except BaseException:
             self.pool.release(pooled)
-            if writer is not None:
-                writer.release()
             raise
-        return AsyncSqliteTransaction(self, pooled, owned=True, writer=writer)
+        return AsyncSqliteTransaction(self, pooled, owned=True)
 
     async def open_receiver(self, queue: Table) -> AsyncSqliteReceiver:
         return AsyncSqliteReceiver(self, queue)
