@@ -16,7 +16,6 @@ at commit.
 
 from __future__ import annotations
 
-import logging
 import random
 from collections import Counter
 from contextlib import nullcontext
@@ -57,7 +56,6 @@ from txqueue.models import ResultSet
 
 __all__ = ["AsyncPostgresTransaction"]
 
-log = logging.getLogger("txqueue")
 
 #: The SQLSTATE of ``txqueue_refuse``: a buffered item could not apply.
 _REFUSED = "TQ001"

@@ -17,7 +17,6 @@ at commit.
 
 from __future__ import annotations
 
-import logging
 import random
 from collections import Counter
 from contextlib import nullcontext
@@ -58,7 +57,6 @@ from txqueue.models import ResultSet
 
 __all__ = ["PostgresTransaction"]
 
-log = logging.getLogger("txqueue")
 
 #: The SQLSTATE of ``txqueue_refuse``: a buffered item could not apply.
 _REFUSED = "TQ001"
