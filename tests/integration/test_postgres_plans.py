@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 import txqueue
-from txqueue.drivers.postgres._sync_transaction import _run_statement
 from txqueue.drivers.postgres.codec import stored_token, token_location
+from txqueue.drivers.postgres.runs import run_statement
 from txqueue.drivers.postgres.statements import queue_statements
 from txqueue.mutations import prepare_ack
 
@@ -86,10 +86,10 @@ def test_receive_ack_and_renew_plans_do_not_scan_the_queue(
     with psycopg.connect(pg_database_url, autocommit=True) as connection:
         scans = {
             "receive": _scans_of_jobs(connection, statements.receive, receive),
-            "ack by token": _scans_of_jobs(connection, *_run_statement(by_token, deliver, False)),
-            "ack by key": _scans_of_jobs(connection, *_run_statement(by_key, deliver, False)),
+            "ack by token": _scans_of_jobs(connection, *run_statement(by_token, deliver, False)),
+            "ack by key": _scans_of_jobs(connection, *run_statement(by_key, deliver, False)),
             "commit's ack": _scans_of_jobs(
-                connection, *_with_place(_run_statement(by_token, deliver, True))
+                connection, *_with_place(run_statement(by_token, deliver, True))
             ),
             "renew": _scans_of_jobs(connection, statements.renew, renew),
         }

@@ -20,12 +20,10 @@ from __future__ import annotations
 import random
 from collections import Counter
 from contextlib import nullcontext
-from itertools import groupby
 from typing import Any
 
 import psycopg
 
-from txqueue.core.schema import Table
 from txqueue.drivers.base import (
     AckParams,
     DeleteParams,
@@ -38,6 +36,7 @@ from txqueue.drivers.base import (
 )
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
+from txqueue.drivers.postgres.runs import encoded_key, run_statement, runs
 from txqueue.drivers.postgres.statements import (
     CHANNEL,
     COMMIT_MARKER,
@@ -62,11 +61,6 @@ __all__ = ["PostgresTransaction"]
 _REFUSED = "TQ001"
 #: Buffered operations flush once this many are pending.
 _FLUSH_AT = 1000
-
-
-def encoded_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
-    """A checked key as psycopg sends it: as it is (key columns are never JSON; DDL refuses)."""
-    return list(key)
 
 
 class PostgresTransaction:
@@ -221,8 +215,8 @@ class PostgresTransaction:
         with map_errors():
             with self._connection.pipeline():
                 self._begin_in_pipeline()
-                for items in _runs(pending):
-                    sql, arguments = _run_statement(items, deliver, refusing=False)
+                for items in runs(pending):
+                    sql, arguments = run_statement(items, deliver, refusing=False)
                     results.append((items, self._connection.execute(sql, arguments)))
             # Every item touched a row (a statement touches a row once): nothing to examine.
             partial = [(items, c) for items, c in results if c.rowcount != len(items)]
@@ -264,21 +258,21 @@ class PostgresTransaction:
             self._flush()
         pending, self._pending = self._pending, []
         deliver = self._driver.deliver_column
-        runs = _runs(pending)
+        grouped = runs(pending)
         # Nothing ran yet: the statements up to the pipeline's Sync are one transaction by
         # themselves, committed at that Sync, so BEGIN and COMMIT are left out: a lone send
         # or ack is then one statement, as raw SQL's is.
-        implicit = bool(runs) and not (self._begun or self._read_only)
+        implicit = bool(grouped) and not (self._begun or self._read_only)
         # One statement alone goes without a pipeline (psycopg's costs ~80 µs of CPU more).
-        alone = implicit and len(runs) == 1
+        alone = implicit and len(grouped) == 1
         with map_errors():
             try:
                 with nullcontext() if alone else self._connection.pipeline():
                     if not implicit:
                         self._begin_in_pipeline()
                     marker = [] if self._read_only else self._new_marker()
-                    for number, items in enumerate(runs):
-                        sql, arguments = _run_statement(items, deliver, refusing=True)
+                    for number, items in enumerate(grouped):
+                        sql, arguments = run_statement(items, deliver, refusing=True)
                         if marker:  # the first run's statement carries the marker too
                             sql, arguments = with_commit_marker(sql), [*marker, *arguments]
                         self._connection.execute(sql, [*arguments, len(items), number])
@@ -289,7 +283,7 @@ class PostgresTransaction:
                 if error.sqlstate != _REFUSED:
                     raise
                 number = int((error.diag.message_detail or "").rpartition(":")[2])
-                raise _Refused(runs[number]) from error
+                raise _Refused(grouped[number]) from error
 
     def _new_marker(self) -> list[Any]:
         """The arguments of this commit's marker: the connection's slot, a fresh token."""
@@ -417,84 +411,3 @@ class _Refused(Exception):
     def __init__(self, items: list[Any]) -> None:
         super().__init__("refused")
         self.items = items
-
-
-def _runs(pending: list[SendParams | AckParams]) -> list[list[Any]]:
-    """Consecutive sends (or acks) to one queue: each run travels as one statement."""
-    return [list(group) for _, group in groupby(pending, key=_run_key)]
-
-
-def _run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str, list[Any]]:
-    """The statement of a run and its array arguments; ``refusing``: the form that fails
-    inside the server when an item cannot apply (for the commit's pipeline)."""
-    statements = queue_statements(items[0].queue, deliver)
-    if refusing and len(items) == 1:
-        return _one_statement(items[0], statements)
-    if isinstance(items[0], SendParams):
-        sql = statements.send_refusing if refusing else statements.send_many
-        return sql, _send_arrays(items)
-    *keys, stored, locations, now = _ack_arrays(items)
-    if None in stored:  # an ack without a token: its row is found by key
-        sql = statements.ack_refusing if refusing else statements.ack_many
-        return sql, [*keys, stored, locations, keys[0], now]
-    sql = statements.ack_leased_refusing if refusing else statements.ack_leased
-    return sql, [*keys, stored, locations, now]
-
-
-def _one_statement(item: SendParams | AckParams, statements: Any) -> tuple[str, list[Any]]:
-    """The refusing statement of a run of one item, with plain parameters."""
-    if isinstance(item, SendParams):
-        return statements.send_one_refusing, _send_row(item)
-    key = encoded_key(item.queue, item.key)
-    if item.lease_token is None:
-        return statements.ack_one_refusing, key
-    stored, location = checked_token_parts(item.lease_token)
-    return statements.ack_one_leased_refusing, [*key, stored, location, item.now]
-
-
-def _run_key(item: SendParams | AckParams) -> tuple[type, str]:
-    return type(item), item.queue.name
-
-
-def _columns(rows: list[list[Any]], width: int) -> list[list[Any]]:
-    """Rows turned into one list per column (the arrays ``unnest`` takes)."""
-    return [[row[i] for row in rows] for i in range(width)] if rows else [[]] * width
-
-
-def _send_arrays(items: list[Any]) -> list[Any]:
-    table = items[0].queue
-    return _columns([_send_row(item) for item in items], len(table.primary_key) + 2)
-
-
-def _ack_arrays(items: list[Any]) -> list[Any]:
-    """Key columns, stored tokens and row locations of a run of acks (AckParams), as arrays.
-
-    Tokens were checked by ``prepare_ack`` (one not of ours became "", which matches none).
-    """
-    table = items[0].queue
-    columns = _key_arrays(table, [item.key for item in items])
-    stored: list[str | None] = []
-    locations: list[str | None] = []
-    for item in items:
-        part, location = (
-            (None, None) if item.lease_token is None else checked_token_parts(item.lease_token)
-        )
-        stored.append(part)
-        locations.append(location)
-    return [*columns, stored, locations, items[0].now]
-
-
-def _key_arrays(table: Table, keys: list[tuple[Any, ...]]) -> list[list[Any]]:
-    """One list per key column (see ``encoded_key``: values go as they are)."""
-    if not keys:
-        return [[] for _ in table.primary_key]
-    return [list(values) for values in zip(*keys)]
-
-
-def _send_row(item: SendParams) -> list[Any]:
-    table = item.queue
-    return [
-        *encoded_key(table, item.key),
-        encode(table.payload_column, item.payload),
-        item.deliver_time,
-    ]

@@ -297,7 +297,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         f" VALUES ({', '.join(['%s'] * (len(keys) + 1))}, coalesce(%s::timestamptz, now()))"
         " ON CONFLICT DO NOTHING"
     )
-    lease_held = (
+    lease_match = (
         f"{key_match} AND _txq_lease_token = %s AND q.ctid = %s::tid"
         " AND _txq_lease_expiration > coalesce(%s::timestamptz, clock_timestamp())"
     )
@@ -354,11 +354,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " AND q._txq_lease_token = ANY(%(stored)b::text[])"
             " AND q._txq_lease_expiration > clock.now"
         ),
-        send=(
-            f"INSERT INTO {name} ({', '.join([*keys, payload, deliver])})"
-            f" VALUES ({', '.join(['%s'] * (len(keys) + 1))}, coalesce(%s::timestamptz, now()))"
-            " ON CONFLICT DO NOTHING"
-        ),
+        send=send_one,
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
         # Many sends or acks in one statement: the rows travel as one array per column, in
         # binary (psycopg dumps a text array of 100 elements ~10x faster in binary).
@@ -376,9 +372,9 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         send_one_refusing=_refusing(send_one + " RETURNING 1"),
         ack_one_refusing=_refusing(f"DELETE FROM {name} AS q WHERE {key_match} RETURNING 1"),
         ack_one_leased_refusing=_refusing(
-            f"DELETE FROM {name} AS q WHERE {lease_held} RETURNING 1"
+            f"DELETE FROM {name} AS q WHERE {lease_match} RETURNING 1"
         ),
-        lease_held=f"SELECT 1 FROM {name} AS q WHERE {lease_held}",
+        lease_held=f"SELECT 1 FROM {name} AS q WHERE {lease_match}",
         dead_letter=(
             f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"
             f" DELETE FROM {name} AS q USING clock WHERE {key_match}"

@@ -82,7 +82,7 @@ class SqliteTransaction:
         begin = not self._begun and self._started
         try:
             result: T = self._run(
-                _in_order, begin, pending, self._driver.deliver_column, undo, function, args
+                engine.in_order, begin, pending, self._driver.deliver_column, undo, function, args
             )
             return result
         finally:
@@ -150,8 +150,8 @@ class SqliteTransaction:
             return
         try:
             if not self._begun and len(self._pending) == 1:
-                item, self._pending = self._pending[0], []
-                self._run(_alone, item, self._driver.deliver_column)
+                lone, self._pending = self._pending, []
+                self._run(engine.apply_one_by_one, lone, self._driver.deliver_column)
             elif self._begun or self._pending:
                 self._call(_commit)
         except BaseException:
@@ -179,33 +179,6 @@ class SqliteTransaction:
 
 def _nothing(connection: sqlite3.Connection) -> None:
     """A no-op statement: calling it flushes the buffered operations."""
-
-
-def _in_order(
-    connection: sqlite3.Connection,
-    begin: bool,
-    pending: list[SendParams | AckParams],
-    deliver: str,
-    undo: Callable[[sqlite3.Connection], None] | None,
-    function: Callable[..., T],
-    args: tuple[Any, ...],
-) -> T:
-    """Run on the connection's thread: see ``SqliteTransaction._call``."""
-    if begin:
-        _begin(connection, read_only=False)
-    if pending:
-        engine.flush(connection, pending, deliver, undo)
-    return function(connection, *args)
-
-
-def _alone(connection: sqlite3.Connection, item: SendParams | AckParams, deliver: str) -> None:
-    """A lone send or ack outside BEGIN: SQLite commits the statement by itself (a write
-    statement takes the write lock as it starts, as BEGIN IMMEDIATE would). A taken key, a
-    lost lease or a missing message raises its error with nothing written."""
-    if isinstance(item, SendParams):
-        engine.send(connection, item, deliver)
-    else:
-        engine.ack(connection, item, deliver)
 
 
 def _restart(connection: sqlite3.Connection) -> None:

@@ -284,7 +284,7 @@ def flush(
             if all(_apply_run(connection, items, deliver) for items in runs):
                 return
             undo(connection)
-            _replay(connection, pending, deliver)
+            apply_one_by_one(connection, pending, deliver)
             return
         for items in runs:
             connection.execute("SAVEPOINT txqueue_many")
@@ -293,18 +293,42 @@ def flush(
                 continue
             connection.execute("ROLLBACK TO txqueue_many")
             connection.execute("RELEASE txqueue_many")
-            _replay(connection, items, deliver)
+            apply_one_by_one(connection, items, deliver)
 
 
-def _replay(
+def apply_one_by_one(
     connection: sqlite3.Connection, items: Sequence[SendParams | AckParams], deliver: str
 ) -> None:
-    """Apply sends and acks one by one: the first that misses raises its precise error."""
+    """Apply sends and acks one by one: the first that misses raises its precise error.
+
+    Outside BEGIN, a lone send or ack is a statement SQLite commits by itself (a write
+    statement takes the write lock as it starts, as BEGIN IMMEDIATE would); one that misses
+    writes nothing.
+    """
     for item in items:
         if isinstance(item, SendParams):
             send(connection, item, deliver)
         else:
             ack(connection, item, deliver)
+
+
+def in_order(
+    connection: sqlite3.Connection,
+    begin: bool,
+    pending: list[SendParams | AckParams],
+    deliver: str,
+    undo: Callable[[sqlite3.Connection], None] | None,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+) -> Any:
+    """One call on a transaction's connection: BEGIN IMMEDIATE when ``begin`` (the first
+    statement of a write transaction), the buffered sends and acks, then ``function``."""
+    if begin:
+        with map_errors():
+            connection.execute("BEGIN IMMEDIATE")
+    if pending:
+        flush(connection, pending, deliver, undo)
+    return function(connection, *args)
 
 
 def _apply_run(
