@@ -10,7 +10,6 @@ the same for 1 ack or 200, so fewer, fuller transactions leave the database more
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
@@ -22,14 +21,18 @@ __all__ = ["AckBatcher"]
 _PER_ACK = (FailedPrecondition, NotFound, CommitOutcomeUnknown)
 
 
-@dataclass
 class _Ack:
-    queue: str
-    key: tuple[Any, ...]
-    token: str
-    done: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    """One pending ack and the future its caller waits on."""
+
+    __slots__ = ("done", "key", "queue", "token")
+
+    def __init__(
+        self, queue: str, key: tuple[Any, ...], token: str, done: asyncio.Future[None]
+    ) -> None:
+        self.queue = queue
+        self.key = key
+        self.token = token
+        self.done = done
 
 
 class AckBatcher:
@@ -54,7 +57,7 @@ class AckBatcher:
         if self._task is None or self._task.done():
             await _ack_one(self._database, queue, key, token)
             return
-        item = _Ack(queue, key, token)
+        item = _Ack(queue, key, token, asyncio.get_running_loop().create_future())
         self._pending.append(item)
         self._wake.set()
         # Cancelling this wait cancels item.done only: the ack itself still goes out with

@@ -6,6 +6,7 @@ creates its own ``App`` and decorates its functions; ``txqueue worker module:app
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class HandlerSpec:
     resend_after: timedelta | None = None
     schedule: Schedule | None = None
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         """Whether the function is a coroutine function (run on the loop, not in a thread)."""
         return inspect.iscoroutinefunction(self.function)

@@ -89,10 +89,15 @@ class LeaseKeeper:
 
         Waits for a renewal in flight, so the token returned is the one the database holds.
         """
-        async with self._lock:
-            self._leases.pop(id(lease), None)
-            lease.settled = True
-            return None if lease.lost else lease.token
+        if self._lock.locked():  # a renewal is in flight: wait for its new token
+            async with self._lock:
+                return self._settle(lease)
+        return self._settle(lease)
+
+    def _settle(self, lease: Lease) -> str | None:
+        self._leases.pop(id(lease), None)
+        lease.settled = True
+        return None if lease.lost else lease.token
 
     @property
     def held(self) -> int:

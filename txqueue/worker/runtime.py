@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -105,7 +106,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
         self._running = Slots(concurrency)
-        self._tasks: dict[asyncio.Task[None], Handling] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}  # by id() of their Handling
         self._abandoned_in_transaction = False
 
     def stop(self) -> None:
@@ -300,13 +301,10 @@ class Worker:
 
     def _start(self, queue: _Queue, message: Message, reserved: bool) -> None:
         lease = queue.keeper.track(message)
-
-        async def settle() -> str | None:
-            return await queue.keeper.settle(lease)
-
-        handling = Handling(queue.spec, message, lease, settle)
-        task = asyncio.create_task(self._deliver(queue, handling, reserved))
-        self._tasks[task] = handling
+        handling = Handling(
+            queue.spec, message, lease, functools.partial(queue.keeper.settle, lease)
+        )
+        self._tasks[id(handling)] = asyncio.create_task(self._deliver(queue, handling, reserved))
 
     async def _deliver(self, queue: _Queue, handling: Handling, reserved: bool) -> None:
         """Run one delivery; its places are given back when the handler ends (before the ack
@@ -352,7 +350,7 @@ class Worker:
             )
         finally:
             give_back()
-            self._tasks.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            self._tasks.pop(id(handling), None)
         if outcome is not None:
             self._report(outcome)
 
@@ -405,7 +403,7 @@ class Worker:
 
     async def _drain_handlers(self) -> None:
         """Give running handlers ``grace`` to finish, then abandon the rest."""
-        pending = set(self._tasks)
+        pending = set(self._tasks.values())
         if pending and not self._force.is_set():
             log.info(
                 "waiting up to %.0f s for %d running handler(s)",
@@ -415,7 +413,7 @@ class Worker:
             forced = asyncio.ensure_future(self._force.wait())
             await _wait_all_or(pending, forced, self.grace.total_seconds())
             forced.cancel()
-        pending = {task for task in self._tasks if not task.done()}
+        pending = {task for task in self._tasks.values() if not task.done()}
         if pending:
             log.warning("releasing the leases of %d unfinished handler(s)", len(pending))
         for task in pending:
