@@ -66,6 +66,13 @@ def _duration(text: str) -> timedelta:
     help="Handlers running at once, over all queues.",
 )
 @click.option(
+    "--prefetch",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Messages a queue may receive ahead of its free places, waiting under kept-alive "
+    "leases [default: the queue's limit; 0: only what can start at once].",
+)
+@click.option(
     "--grace",
     default="30s",
     show_default=True,
@@ -98,6 +105,7 @@ def worker(
     app_reference: str,
     database: str,
     concurrency: int,
+    prefetch: int | None,
     grace: str,
     queues: tuple[str, ...],
     log_format: str,
@@ -128,6 +136,7 @@ def worker(
             app,
             database=url,
             concurrency=concurrency,
+            prefetch=prefetch,
             grace=wait,
             queues=list(queues) or None,
             stats=stats,

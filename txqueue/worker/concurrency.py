@@ -75,6 +75,13 @@ class Slots:
         self.used += taken
         return taken
 
+    def take_now(self) -> bool:
+        """Take one place if one is free and no one waits for it; whether it did."""
+        if self.used >= self.size or self._waiters:
+            return False
+        self.used += 1
+        return True
+
     def give(self, count: int = 1) -> None:
         """Give back ``count`` places and wake whoever waits for one."""
         if count <= 0:

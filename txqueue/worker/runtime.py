@@ -63,16 +63,21 @@ _LEVELS = {
 class _Queue:
     """The runtime state of one served queue."""
 
-    def __init__(self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int) -> None:
+    def __init__(self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int, prefetch: int) -> None:
         self.spec = spec
         self.keeper = keeper
-        self.slots = Slots(limit)  # received and not finished (waiting or running)
+        self.prefetch = prefetch
+        self.held = Slots(limit + prefetch)  # received and not finished (waiting or running)
+        self.running = Slots(limit)  # handlers running
 
 
 class Worker:
     """Serves the handlers of ``app`` until stopped; see the module docstring.
 
     ``database`` overrides the app's URL; ``queues`` restricts the worker to some queues.
+    ``prefetch`` is how many messages a queue may receive ahead of its free places (default:
+    as many as its limit; 0 receives only what can start at once): they wait, their leases
+    kept alive, for a handler to finish, so the next batch is on hand when places free up.
     """
 
     def __init__(
@@ -85,9 +90,14 @@ class Worker:
         queues: Sequence[str] | None = None,
         stats: Stats | None = None,
         ack_window: float = 0.005,
+        prefetch: int | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgument(f"concurrency must be a positive integer, got {concurrency!r}")
+        if prefetch is not None and (
+            isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0
+        ):
+            raise InvalidArgument(f"prefetch must be a non-negative integer, got {prefetch!r}")
         if not isinstance(grace, timedelta) or grace < timedelta(0):
             raise InvalidArgument("grace must be a non-negative datetime.timedelta")
         url = database or app.database
@@ -103,10 +113,12 @@ class Worker:
         self.specs = specs
         self.stats = stats or Stats()
         self._ack_window = ack_window
+        self.prefetch = prefetch
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
         self._running = Slots(concurrency)
         self._tasks: dict[int, asyncio.Task[None]] = {}  # by id() of their Handling
+        self._waiting: set[int] = set()  # deliveries received ahead, waiting for a place
         self._abandoned_in_transaction = False
 
     def stop(self) -> None:
@@ -188,7 +200,8 @@ class Worker:
 
             keeper = LeaseKeeper(spec.queue, spec.lease_duration, renew, lost)
             limit = min(spec.concurrency or self.concurrency, self.concurrency)
-            queues.append(_Queue(spec, keeper, limit))
+            prefetch = limit if self.prefetch is None else self.prefetch
+            queues.append(_Queue(spec, keeper, limit, prefetch))
         return queues
 
     # ---- receiving ----------------------------------------------------------------------
@@ -215,42 +228,46 @@ class Worker:
                 await self._until_stopped(asyncio.sleep(wait))
 
     async def _receive_ready(self, database: AsyncDatabase, queue: _Queue) -> bool:
-        """Take what is ready now, as many as there are free places; True if any."""
-        take = queue.slots.take(queue.spec.max_batch_size, fill_within=FILL_WITHIN)
+        """Take what is ready now, as many as the queue may hold; True if any."""
+        take = queue.held.take(queue.spec.max_batch_size, fill_within=FILL_WITHIN)
         # Free places: taking them waits FILL_WITHIN at most, so no stop watch is needed.
-        room = await (take if queue.slots.free else self._until_stopped(take))
+        room = await (take if queue.held.free else self._until_stopped(take))
         if room is None:
             return False
-        take_running = self._running.take(room)
-        running = await (take_running if self._running.free else self._until_stopped(take_running))
-        if running is None:
-            queue.slots.give(room)
-            return False
-        queue.slots.give(room - running)
+        reserved = 0
+        if not queue.prefetch:  # receive only what can start at once: take the places first
+            take_running = self._running.take(room)
+            running = await (
+                take_running if self._running.free else self._until_stopped(take_running)
+            )
+            if running is None:
+                queue.held.give(room)
+                return False
+            queue.held.give(room - running)
+            room = reserved = running
         try:
-            messages = await self._receive(database, queue, running, READY_NOW)
+            messages = await self._receive(database, queue, room, READY_NOW)
         except BaseException:
-            queue.slots.give(running)
-            self._running.give(running)
+            queue.held.give(room)
+            self._running.give(reserved)
             raise
-        unused = running - len(messages)
-        queue.slots.give(unused)
-        self._running.give(unused)
-        for message in messages:
-            self._start(queue, message, reserved=True)
+        queue.held.give(room - len(messages))
+        self._running.give(max(reserved - len(messages), 0))
+        for index, message in enumerate(messages):
+            self._start(queue, message, reserved=index < reserved)
         return bool(messages)
 
     async def _receive_idle(self, database: AsyncDatabase, queue: _Queue) -> bool:
         """Wait for one message (sends wake the stream) without holding a running place."""
-        if await self._until_stopped(queue.slots.take(1)) is None:
+        if await self._until_stopped(queue.held.take(1)) is None:
             return False
         try:
             messages = await self._until_stopped(self._receive(database, queue, 1, IDLE_WAIT))
         except BaseException:
-            queue.slots.give(1)
+            queue.held.give(1)
             raise
         if not messages:
-            queue.slots.give(1)
+            queue.held.give(1)
             return False
         self._start(queue, messages[0], reserved=False)
         return True
@@ -300,35 +317,51 @@ class Worker:
     # ---- handling -----------------------------------------------------------------------
 
     def _start(self, queue: _Queue, message: Message, reserved: bool) -> None:
+        """Start delivering ``message``; ``reserved``: it holds a worker place already."""
         lease = queue.keeper.track(message)
         handling = Handling(
             queue.spec, message, lease, functools.partial(queue.keeper.settle, lease)
         )
-        self._tasks[id(handling)] = asyncio.create_task(self._deliver(queue, handling, reserved))
+        in_queue = queue.running.take_now()
+        in_worker = reserved or (in_queue and self._running.take_now())
+        delivery = self._deliver(queue, handling, in_queue, in_worker)
+        self._tasks[id(handling)] = asyncio.create_task(delivery)
 
-    async def _deliver(self, queue: _Queue, handling: Handling, reserved: bool) -> None:
-        """Run one delivery; its places are given back when the handler ends (before the ack
-        commits, so group commit overlaps the next handlers) or at the latest at the end."""
-        held = {"running": reserved, "queue": True, "counted": False}
+    async def _deliver(
+        self, queue: _Queue, handling: Handling, in_queue: bool, in_worker: bool
+    ) -> None:
+        """Run one delivery once it has a running place in its queue and in the worker; its
+        places are given back when the handler ends (before the ack commits, so group commit
+        overlaps the next handlers) or at the latest at the end."""
+        held = {"worker": in_worker, "queue": in_queue, "held": True, "counted": False}
 
         def give_back() -> None:
             if held["counted"]:
                 held["counted"] = False
                 self.stats.running(queue.spec.queue, -1)
-            if held["running"]:
-                held["running"] = False
+            if held["worker"]:
+                held["worker"] = False
                 self._running.give(1)
             if held["queue"]:
                 held["queue"] = False
-                queue.slots.give(1)
+                queue.running.give(1)
+            if held["held"]:
+                held["held"] = False
+                queue.held.give(1)
 
         handling.handler_done = give_back
         outcome: Outcome | None = None
         started = False
         try:
-            if not reserved:
-                await self._running.take(1)
-                held["running"] = True
+            if not (held["queue"] and held["worker"]):  # wait for a place: the queue's, then ours
+                self._waiting.add(id(handling))
+                if not held["queue"]:
+                    await queue.running.take(1)
+                    held["queue"] = True
+                if not held["worker"]:
+                    await self._running.take(1)
+                    held["worker"] = True
+                self._waiting.discard(id(handling))
             async with self._writer(handling):
                 held["counted"] = started = True
                 self.stats.running(queue.spec.queue, 1)
@@ -350,6 +383,7 @@ class Worker:
             )
         finally:
             give_back()
+            self._waiting.discard(id(handling))
             self._tasks.pop(id(handling), None)
         if outcome is not None:
             self._report(outcome)
@@ -402,7 +436,12 @@ class Worker:
         )
 
     async def _drain_handlers(self) -> None:
-        """Give running handlers ``grace`` to finish, then abandon the rest."""
+        """Release what waits for a place, give running handlers ``grace`` to finish, then
+        abandon the rest."""
+        waiting = [self._tasks[key] for key in self._waiting if key in self._tasks]
+        for task in waiting:
+            task.cancel()  # not started: its lease is released at once
+        await asyncio.gather(*waiting, return_exceptions=True)
         pending = set(self._tasks.values())
         if pending and not self._force.is_set():
             log.info(
