@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -50,6 +51,12 @@ IDLE_WAIT = timedelta(seconds=5)
 READY_NOW = timedelta(milliseconds=1)
 #: A busy queue waits up to this long for a fuller batch of free places before receiving.
 FILL_WITHIN = 0.002
+#: A queue receives ahead by default only while its handlers take less than this on average
+#: (a receive's round trip is then a fair part of their time; slower ones gain nothing from
+#: it, and a message received ahead would wait for one of them).
+QUICK = 0.025
+#: The weight of the newest handler duration in a queue's running average.
+AVERAGE_WEIGHT = 0.1
 #: How often queue counts are read for metrics and the status line.
 POLL_SECONDS = 2.0
 #: The log level of each outcome (others: WARNING).
@@ -63,21 +70,39 @@ _LEVELS = {
 class _Queue:
     """The runtime state of one served queue."""
 
-    def __init__(self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int, prefetch: int) -> None:
+    def __init__(
+        self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int, prefetch: int, adaptive: bool
+    ) -> None:
         self.spec = spec
         self.keeper = keeper
         self.prefetch = prefetch
+        self.adaptive = adaptive  # prefetch only while handlers are quick
+        self.average: float | None = None  # handler duration, seconds (None: none ended yet)
         self.held = Slots(limit + prefetch)  # received and not finished (waiting or running)
         self.running = Slots(limit)  # handlers running
+
+    def ahead(self) -> int:
+        """How many messages to receive ahead of free places now."""
+        if self.adaptive and (self.average is None or self.average >= QUICK):
+            return 0
+        return self.prefetch
+
+    def ended(self, duration: float) -> None:
+        """Note how long a handler ran."""
+        if self.average is None:
+            self.average = duration
+        else:
+            self.average += AVERAGE_WEIGHT * (duration - self.average)
 
 
 class Worker:
     """Serves the handlers of ``app`` until stopped; see the module docstring.
 
     ``database`` overrides the app's URL; ``queues`` restricts the worker to some queues.
-    ``prefetch`` is how many messages a queue may receive ahead of its free places (default:
-    as many as its limit; 0 receives only what can start at once): they wait, their leases
-    kept alive, for a handler to finish, so the next batch is on hand when places free up.
+    ``prefetch`` is how many messages a queue may receive ahead of its free places: they wait,
+    their leases kept alive, for a handler to finish, so the next batch is on hand when places
+    free up. By default a queue receives as many ahead as its limit while its handlers are
+    quick (under ``QUICK`` on average), none otherwise; 0 receives only what can start at once.
     """
 
     def __init__(
@@ -201,7 +226,7 @@ class Worker:
             keeper = LeaseKeeper(spec.queue, spec.lease_duration, renew, lost)
             limit = min(spec.concurrency or self.concurrency, self.concurrency)
             prefetch = limit if self.prefetch is None else self.prefetch
-            queues.append(_Queue(spec, keeper, limit, prefetch))
+            queues.append(_Queue(spec, keeper, limit, prefetch, adaptive=self.prefetch is None))
         return queues
 
     # ---- receiving ----------------------------------------------------------------------
@@ -235,7 +260,13 @@ class Worker:
         if room is None:
             return False
         reserved = 0
-        if not queue.prefetch:  # receive only what can start at once: take the places first
+        if not queue.ahead():  # receive only what can start at once: take the places first
+            if room > queue.running.free:
+                queue.held.give(room - queue.running.free)
+                room = queue.running.free
+            if room == 0:  # every place of the queue is busy (received ahead before)
+                await self._until_stopped(queue.running.wait_free())
+                return True
             take_running = self._running.take(room)
             running = await (
                 take_running if self._running.free else self._until_stopped(take_running)
@@ -334,11 +365,13 @@ class Worker:
         places are given back when the handler ends (before the ack commits, so group commit
         overlaps the next handlers) or at the latest at the end."""
         held = {"worker": in_worker, "queue": in_queue, "held": True, "counted": False}
+        began = 0.0
 
         def give_back() -> None:
             if held["counted"]:
                 held["counted"] = False
                 self.stats.running(queue.spec.queue, -1)
+                queue.ended(time.monotonic() - began)
             if held["worker"]:
                 held["worker"] = False
                 self._running.give(1)
@@ -364,6 +397,7 @@ class Worker:
                 self._waiting.discard(id(handling))
             async with self._writer(handling):
                 held["counted"] = started = True
+                began = time.monotonic()
                 self.stats.running(queue.spec.queue, 1)
                 outcome = await process(handling, self._store)
         except asyncio.CancelledError:
