@@ -87,8 +87,9 @@ class Slots:
         if count <= 0:
             return
         self.used -= count
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
+        # Woken waiters stay listed until they run (they remove themselves), so take_now
+        # does not hand the place to a newcomer meanwhile.
+        for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
 

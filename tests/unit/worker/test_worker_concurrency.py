@@ -36,6 +36,19 @@ async def test_a_cancelled_waiter_takes_nothing() -> None:
     assert slots.free == 1
 
 
+async def test_take_now_leaves_a_freed_place_to_whoever_waited_for_it() -> None:
+    slots = Slots(1)
+    assert slots.take_now()
+    assert not slots.take_now()
+    waiting = asyncio.create_task(slots.take())
+    await asyncio.sleep(0)
+    slots.give()  # the waiter is woken but has not run yet
+    assert not slots.take_now(), "a newcomer overtook the waiter"
+    assert await waiting == 1
+    slots.give()
+    assert slots.take_now()
+
+
 async def test_pool_runs_on_daemon_threads_with_the_callers_context() -> None:
     variable: contextvars.ContextVar[str] = contextvars.ContextVar("v", default="unset")
     variable.set("caller")
