@@ -4,7 +4,8 @@ SQLite has no LISTEN/NOTIFY. Each waiting receiver binds a Unix datagram socket 
 directory derived from the database file's real path; a committed send writes one datagram
 (the queue name) to every socket there. A receiver whose socket reads its queue's name tries
 to receive at once. Stale sockets of dead processes are removed by the first sender that
-meets them. Commits made outside txqueue (the application's own ``sqlite3`` connection)
+meets them. A sender lists the directory again only when its timestamp changed (a ``stat``
+per commit instead of a listing). Commits made outside txqueue (the application's own ``sqlite3`` connection)
 send no datagram; receivers notice those through ``PRAGMA data_version`` on a slow fallback
 tick instead.
 """
@@ -18,6 +19,7 @@ import itertools
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Iterable
 
 __all__ = ["WakeupSocket", "notify", "wakeup_directory"]
@@ -31,26 +33,61 @@ def wakeup_directory(database_path: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"txqueue-{os.getuid()}-{digest}")
 
 
+#: A listing is reused only when the directory last changed this long before it was taken:
+#: a later change then gets a newer timestamp even on a file system that keeps whole seconds
+#: (the "racily clean" rule of Git's index), so an unchanged timestamp means unchanged entries.
+SETTLED_NS = 2_000_000_000
+
+
+class _Listing:
+    """The sockets found in one directory, and the directory's timestamp when listed."""
+
+    __slots__ = ("changed", "names", "settled")
+
+    def __init__(self, changed: int, names: list[str], settled: bool) -> None:
+        self.changed = changed
+        self.names = names
+        self.settled = settled
+
+
+_listings: dict[str, _Listing] = {}
+_sender: socket.socket | None = None
+
+
+def _receivers(directory: str) -> list[str]:
+    """The sockets in ``directory``: one ``stat`` while it has not changed, else a listing."""
+    changed = os.stat(directory).st_mtime_ns
+    known = _listings.get(directory)
+    if known is not None and known.settled and known.changed == changed:
+        return known.names
+    names = os.listdir(directory)
+    _listings[directory] = _Listing(changed, names, time.time_ns() - changed > SETTLED_NS)
+    return names
+
+
 def notify(directory: str, queues: Iterable[str]) -> None:
     """Tell every receiver waiting on this database that ``queues`` got messages."""
+    global _sender
     try:
-        names = os.listdir(directory)
+        names = _receivers(directory)
     except FileNotFoundError:
         return
     if not names:
         return
+    if _sender is None:  # one per process: creating one per commit cost ~3 µs
+        _sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _sender.setblocking(False)
     payload = "\n".join(queues).encode()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-        sender.setblocking(False)
-        for name in names:
-            path = os.path.join(directory, name)
-            try:
-                sender.sendto(payload, path)
-            except OSError as error:
-                if error.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
-                # EAGAIN: the receiver has unread wake-ups already; one more adds nothing.
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            _sender.sendto(payload, path)
+        except OSError as error:
+            if error.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                _listings.pop(directory, None)
+            # EAGAIN: the receiver has unread wake-ups already; one more adds nothing.
 
 
 class WakeupSocket:
