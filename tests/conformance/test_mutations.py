@@ -172,6 +172,43 @@ def test_sends_alone_with_one_taken_key_write_none_of_them(env: Env, face: str) 
     assert env.task_keys() == [(1, "taken")]
 
 
+def test_one_key_sent_twice_in_a_transaction_is_already_exists(env: Env, face: str) -> None:
+    env.add_users(1)
+
+    def write(w: Any) -> None:
+        w.send(queue=env.tasks, key=(1, "a"), payload=b"a")
+        w.send(queue=env.tasks, key=(1, "twice"), payload=b"first")
+        w.send(queue=env.tasks, key=(1, "twice"), payload=b"second")
+
+    with pytest.raises(AlreadyExists) as caught:
+        apply(env, face, write)
+
+    assert repr((1, "twice")) in str(caught.value)
+    assert env.task_keys() == []
+
+
+def test_a_send_against_a_unique_index_of_the_queue_is_already_exists(
+    env: Env, face: str
+) -> None:
+    """A unique index the application put on a queue refuses a send as the key would; the
+    error is the index's (no key is taken), raised at once rather than retried."""
+    env.db.update_ddl([f"CREATE UNIQUE INDEX TaskPayloads ON {env.tasks} (Payload)"])
+    env.add_users(1)
+    env.send(1, "first", b"same")
+    attempts = []
+
+    def write(w: Any) -> None:
+        attempts.append(w)
+        w.send(queue=env.tasks, key=(1, "fresh"), payload=b"other")
+        w.send(queue=env.tasks, key=(1, "second"), payload=b"same")
+
+    with pytest.raises(AlreadyExists):
+        apply(env, face, write)
+
+    assert len(attempts) == 1
+    assert env.task_keys() == [(1, "first")]
+
+
 def test_sending_a_key_again_after_its_ack_is_a_new_message(env: Env) -> None:
     env.add_users(1)
     env.send(1, "periodic", b"run 1")

@@ -36,7 +36,7 @@ from txqueue.drivers.base import (
 )
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
-from txqueue.drivers.postgres.runs import encoded_key, run_statement, runs
+from txqueue.drivers.postgres.runs import commit_statement, encoded_key, run_statement, runs
 from txqueue.drivers.postgres.statements import (
     CHANNEL,
     COMMIT_MARKER,
@@ -59,6 +59,8 @@ __all__ = ["PostgresTransaction"]
 
 #: The SQLSTATE of ``txqueue_refuse``: a buffered item could not apply.
 _REFUSED = "TQ001"
+#: A run of sends met a taken key (or a unique index of the application's).
+_UNIQUE_VIOLATION = "23505"
 #: Buffered operations flush once this many are pending.
 _FLUSH_AT = 1000
 
@@ -272,18 +274,21 @@ class PostgresTransaction:
                         self._begin_in_pipeline()
                     marker = [] if self._read_only else self._new_marker()
                     for number, items in enumerate(grouped):
-                        sql, arguments = run_statement(items, deliver, refusing=True)
+                        sql, arguments = commit_statement(items, deliver, number)
                         if marker:  # the first run's statement carries the marker too
                             sql, arguments = with_commit_marker(sql), [*marker, *arguments]
-                        self._connection.execute(sql, [*arguments, len(items), number])
+                        self._connection.execute(sql, arguments)
                         marker = []
                     if not implicit:
                         self._end_in_pipeline(marker)
             except psycopg.Error as error:
-                if error.sqlstate != _REFUSED:
+                if error.sqlstate == _REFUSED:
+                    number = int((error.diag.message_detail or "").rpartition(":")[2])
+                    raise _Refused(grouped[number]) from error
+                sends = _sends_to(grouped, error.diag.table_name)
+                if error.sqlstate != _UNIQUE_VIOLATION or not sends:
                     raise
-                number = int((error.diag.message_detail or "").rpartition(":")[2])
-                raise _Refused(grouped[number]) from error
+                raise _Refused(sends, violation=error) from error
 
     def _new_marker(self) -> list[Any]:
         """The arguments of this commit's marker: the connection's slot, a fresh token."""
@@ -322,6 +327,9 @@ class PostgresTransaction:
             self._flush_and_commit()
         except _Refused as refused:
             self.rollback()
+            if refused.violation is not None and not self._on_primary_key(refused.violation):
+                with map_errors():  # a unique index of the application's: its own error
+                    raise refused.violation from None
             self._explain(refused.items)
         except Unavailable as error:
             if not (self._connection.broken or self._connection.closed):
@@ -345,6 +353,17 @@ class PostgresTransaction:
         """After COMMIT: wake the receivers of the queues this transaction sent to."""
         if self._sent:
             self._driver.notify(self._sent)
+
+    def _on_primary_key(self, violation: psycopg.Error) -> bool:
+        """Whether a unique_violation was the primary key's (a taken key) and not that of a
+        unique index the application added to the queue."""
+        diag = violation.diag
+        rows = self._driver.query(
+            "SELECT 1 FROM pg_constraint WHERE contype = 'p' AND conname = %s"
+            " AND conrelid = to_regclass(quote_ident(%s) || '.' || quote_ident(%s))",
+            [diag.constraint_name, diag.schema_name, diag.table_name],
+        )
+        return bool(rows)
 
     def _explain(self, items: list[SendParams] | list[AckParams]) -> None:
         """Raise the error of the first item of a refused run, found by looking at the rows
@@ -406,8 +425,20 @@ class PostgresTransaction:
 
 
 class _Refused(Exception):
-    """A run of buffered items failed its statement in the commit's pipeline."""
+    """A run of buffered items failed its statement in the commit's pipeline (sends: with
+    ``violation``, a unique_violation on their queue)."""
 
-    def __init__(self, items: list[Any]) -> None:
+    def __init__(self, items: list[Any], violation: psycopg.Error | None = None) -> None:
         super().__init__("refused")
         self.items = items
+        self.violation = violation
+
+
+def _sends_to(grouped: list[list[Any]], table: str | None) -> list[SendParams]:
+    """The buffered sends to ``table`` (as the server names it), in order."""
+    return [
+        item
+        for items in grouped
+        if isinstance(items[0], SendParams) and items[0].queue.name.lower() == table
+        for item in items
+    ]

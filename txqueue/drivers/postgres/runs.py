@@ -11,7 +11,7 @@ from txqueue.drivers.base import AckParams, SendParams
 from txqueue.drivers.postgres.codec import checked_token_parts, encode
 from txqueue.drivers.postgres.statements import queue_statements
 
-__all__ = ["encoded_key", "run_statement", "runs"]
+__all__ = ["commit_statement", "encoded_key", "run_statement", "runs"]
 
 
 def encoded_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
@@ -26,7 +26,8 @@ def runs(pending: list[SendParams | AckParams]) -> list[list[Any]]:
 
 def run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str, list[Any]]:
     """The statement of a run and its array arguments; ``refusing``: the form that fails
-    inside the server when an item cannot apply (for the commit's pipeline)."""
+    inside the server when an item cannot apply (for the commit's pipeline; see
+    ``commit_statement`` for its trailing arguments)."""
     statements = queue_statements(items[0].queue, deliver)
     if refusing and len(items) == 1:
         return one_statement(items[0], statements)
@@ -39,6 +40,17 @@ def run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str, 
         return sql, [*keys, stored, locations, keys[0], now]
     sql = statements.ack_leased_refusing if refusing else statements.ack_leased
     return sql, [*keys, stored, locations, now]
+
+
+def commit_statement(items: list[Any], deliver: str, place: int) -> tuple[str, list[Any]]:
+    """A run's statement for the commit's pipeline, with all its arguments. A run of acks
+    fails through ``txqueue_refuse`` when it deleted fewer rows than it holds (its last two
+    arguments: that count and the run's ``place``, which the error names); a run of sends is
+    a plain INSERT, which a taken key fails with unique_violation."""
+    sql, arguments = run_statement(items, deliver, refusing=True)
+    if isinstance(items[0], SendParams):
+        return sql, arguments
+    return sql, [*arguments, len(items), place]
 
 
 def one_statement(item: SendParams | AckParams, statements: Any) -> tuple[str, list[Any]]:
