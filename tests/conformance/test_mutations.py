@@ -187,9 +187,7 @@ def test_one_key_sent_twice_in_a_transaction_is_already_exists(env: Env, face: s
     assert env.task_keys() == []
 
 
-def test_a_send_against_a_unique_index_of_the_queue_is_already_exists(
-    env: Env, face: str
-) -> None:
+def test_a_send_against_a_unique_index_of_the_queue_is_already_exists(env: Env, face: str) -> None:
     """A unique index the application put on a queue refuses a send as the key would; the
     error is the index's (no key is taken), raised at once rather than retried."""
     env.db.update_ddl([f"CREATE UNIQUE INDEX TaskPayloads ON {env.tasks} (Payload)"])
