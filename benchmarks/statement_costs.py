@@ -6,8 +6,8 @@ Separates the server's share of a figure from the Python around it. Two parts, e
 alternating its variants for ``--repeats`` rounds and printing medians:
 
 - **lone send**: one-message sends per second (autocommit, prepared) of a plain ``INSERT``,
-  txqueue's refusing ``INSERT`` (the statement a lone ``send`` commits), and the same with the
-  commit marker folded in (what txqueue really sends) — plus WAL bytes per send.
+  txqueue's ``INSERT`` (its deliver time defaulted in SQL), and the same with the commit
+  marker folded in (the statement a lone ``send`` commits) — plus WAL bytes per send.
 - **drain**: ``--messages`` preloaded with random keys (as the shared harness's adapter uses),
   drained in batches of 100 by txqueue's leasing ``UPDATE`` and token-fenced ``DELETE``, from
   1 and 4 processes, against the raw baseline's shape (integer keys, ``UPDATE … RETURNING``,
@@ -73,21 +73,18 @@ def lone_sends(url: str, count: int, repeats: int) -> None:
     table, deliver = _setup(url)
     statements = queue_statements(table, deliver)
     plain = "INSERT INTO statementcostq (id, payload) VALUES (%s, %s)"
-    refusing = statements.send_one_refusing
-    marked = with_commit_marker(refusing)
+    own = statements.send_one_refusing  # what a lone send commits, less the marker
     variants: dict[str, tuple[str, Callable[[], list[Any]]]] = {
         "plain INSERT": (plain, lambda: [uuid.uuid4().hex, PAYLOAD]),
-        "refusing INSERT": (refusing, lambda: [uuid.uuid4().hex, PAYLOAD, None, 1, 0]),
-        "refusing INSERT + commit marker": (
-            marked,
+        "txqueue's INSERT": (own, lambda: [uuid.uuid4().hex, PAYLOAD, None]),
+        "txqueue's INSERT + commit marker": (
+            with_commit_marker(own),
             lambda: [
                 "statement-costs",
                 random.getrandbits(63),
                 uuid.uuid4().hex,
                 PAYLOAD,
                 None,
-                1,
-                0,
             ],
         ),
     }
