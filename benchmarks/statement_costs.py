@@ -164,17 +164,19 @@ def _check_empty(url: str, table: str) -> None:
 def drains(url: str, count: int, repeats: int) -> None:
     table, deliver = _setup(url)
     statements = queue_statements(table, deliver)
-    variants: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
+    # name: (drain function, its arguments, the table it empties)
+    variants: dict[str, tuple[Callable[..., None], tuple[Any, ...], str]] = {
         "txqueue's statements": (
             _drain_txqueue,
             (url, statements.receive, with_commit_marker(statements.ack_leased_refusing)),
+            "statementcostq",
         ),
-        "raw baseline's": (_drain_raw, (url,)),
+        "raw baseline's": (_drain_raw, (url,), "statement_cost_raw"),
     }
     rates: dict[tuple[str, int], list[float]] = {}
     for _ in range(repeats):
         for processes in (1, 4):
-            for name, (target, arguments) in variants.items():
+            for name, (target, arguments, table) in variants.items():
                 _fill(url, count)
                 started = time.perf_counter()
                 workers = [
@@ -187,9 +189,7 @@ def drains(url: str, count: int, repeats: int) -> None:
                 rates.setdefault((name, processes), []).append(
                     count / (time.perf_counter() - started)
                 )
-                _check_empty(
-                    url, "statementcostq" if target is _drain_txqueue else "statement_cost_raw"
-                )
+                _check_empty(url, table)
     print(f"drain of {count} in batches of {BATCH}, medians of {repeats}:")
     for (name, processes), values in rates.items():
         print(f"  {name:22} {processes} process(es) {statistics.median(values):8,.0f}/s")

@@ -285,8 +285,10 @@ class PostgresTransaction:
                 if error.sqlstate == _REFUSED:
                     number = int((error.diag.message_detail or "").rpartition(":")[2])
                     raise _Refused(grouped[number]) from error
+                if error.sqlstate != _UNIQUE_VIOLATION:
+                    raise
                 sends = _sends_to(grouped, error.diag.table_name)
-                if error.sqlstate != _UNIQUE_VIOLATION or not sends:
+                if not sends:
                     raise
                 raise _Refused(sends, violation=error) from error
 
