@@ -33,7 +33,7 @@ from typing import Any
 import psycopg
 
 import txqueue
-from txqueue.drivers.postgres.codec import checked_token_parts
+from txqueue.drivers.postgres.codec import stored_token_array, tid_array
 from txqueue.drivers.postgres.statements import queue_statements, with_commit_marker
 
 DDL = (
@@ -139,11 +139,19 @@ def _drain_txqueue(url: str, receive: str, ack: str) -> None:
         while rows := connection.execute(receive, arguments, binary=True, prepare=True).fetchall():
             keys = [row[0] for row in rows]
             tokens = [f"{row[3]}.{int.from_bytes(row[5], 'big'):x}" for row in rows]
-            parts = [checked_token_parts(token) for token in tokens]
             marker = [f"statement-costs-{os.getpid()}", random.getrandbits(63)]
-            stored, locations = [p[0] for p in parts], [p[1] for p in parts]
             connection.execute(
-                ack, [*marker, keys, stored, locations, None, len(rows), 0], prepare=True
+                ack,
+                [
+                    *marker,
+                    keys,
+                    stored_token_array(tokens),
+                    tid_array(tokens),
+                    None,
+                    len(rows),
+                    0,
+                ],
+                prepare=True,
             )
 
 

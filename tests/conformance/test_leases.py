@@ -259,6 +259,29 @@ def test_ack_with_a_token_of_another_message_is_refused(env: Env) -> None:
     assert env.task_keys() == [(1, "a"), (1, "b")]
 
 
+def test_acks_of_two_receives_apply_together_and_each_keeps_its_fence(env: Env) -> None:
+    """Rows leased by one statement share their token's stored part; acks of several
+    receives in one transaction carry several, and each ack is still checked against its
+    own message's lease."""
+    env.add_users(1)
+    for name in "abcd":
+        env.send(1, name)
+    first = env.receive(max_batch_size=2, limit=2)
+    second = env.receive(max_batch_size=2, limit=2)
+    assert len(first) == len(second) == 2
+    for wrong in (second[1].lease_token, first[1].lease_token):  # two receives' parts, one's
+        with pytest.raises(FailedPrecondition), env.db.batch() as b:
+            b.ack(queue=env.tasks, key=first[0].key, lease_token=first[0].lease_token)
+            b.ack(queue=env.tasks, key=second[0].key, lease_token=wrong)
+        assert len(env.task_keys()) == 4
+
+    with env.db.batch() as b:
+        for message in [*first, *second]:
+            b.ack(queue=env.tasks, key=message.key, lease_token=message.lease_token)
+
+    assert env.task_keys() == []
+
+
 def test_ack_and_business_write_commit_together(env: Env) -> None:
     env.add_users(1)
     env.send(1, "a")

@@ -253,6 +253,20 @@ def test_oldest_deliver_time_first(env: Env) -> None:
     assert [m.deliver_time for m in received] == sorted(schedule.values())
 
 
+def test_a_batch_mixing_scheduled_and_immediate_sends_keeps_each_time(env: Env) -> None:
+    env.add_users(1)
+    later = utcnow() + seconds(3600)
+    with env.db.batch() as b:
+        b.send(queue=env.tasks, key=(1, "now"), payload=b"x")
+        b.send(queue=env.tasks, key=(1, "later"), payload=b"x", deliver_time=later)
+        b.send(queue=env.tasks, key=(1, "now too"), payload=b"x")
+
+    received = env.receive(max_duration=seconds(1), max_batch_size=3, limit=3)
+
+    assert sorted(m.key[1] for m in received) == ["now", "now too"]
+    assert env.task_keys() == [(1, "later"), (1, "now"), (1, "now too")]
+
+
 def test_max_batch_size_and_last_in_batch(env: Env) -> None:
     env.add_users(1)
     with env.db.batch() as b:

@@ -17,7 +17,12 @@ import psycopg
 import pytest
 
 import txqueue
-from txqueue.drivers.postgres.codec import stored_token, token_location
+from txqueue.drivers.postgres.codec import (
+    stored_token,
+    stored_token_array,
+    tid_array,
+    token_location,
+)
 from txqueue.drivers.postgres.runs import run_statement
 from txqueue.drivers.postgres.statements import queue_statements
 from txqueue.mutations import prepare_ack
@@ -74,6 +79,10 @@ def test_receive_ack_and_renew_plans_do_not_scan_the_queue(
     statements = queue_statements(table, deliver)
     by_token = [prepare_ack(table, m.key, False, m.lease_token, None) for m in messages]
     by_key = [prepare_ack(table, m.key, False, None, None) for m in messages]
+    # Tokens of two receives: their stored parts differ, so each row's travels in an array.
+    by_tokens = by_token[:50] + [
+        prepare_ack(table, m.key, False, "0" * 30 + m.lease_token[30:], None) for m in messages[50:]
+    ]
     tokens = [m.lease_token for m in messages]
     renew = {
         "now": None,
@@ -87,6 +96,9 @@ def test_receive_ack_and_renew_plans_do_not_scan_the_queue(
         scans = {
             "receive": _scans_of_jobs(connection, statements.receive, receive),
             "ack by token": _scans_of_jobs(connection, *run_statement(by_token, deliver, False)),
+            "ack by tokens of two receives": _scans_of_jobs(
+                connection, *run_statement(by_tokens, deliver, False)
+            ),
             "ack by key": _scans_of_jobs(connection, *run_statement(by_key, deliver, False)),
             "commit's ack": _scans_of_jobs(
                 connection, *_with_place(run_statement(by_token, deliver, True))
@@ -96,6 +108,7 @@ def test_receive_ack_and_renew_plans_do_not_scan_the_queue(
     assert all(found for found in scans.values()), scans
     assert not any("Seq Scan" in found for found in scans.values()), scans
     assert set(scans["ack by token"]) == {"Tid Scan"}, scans
+    assert set(scans["ack by tokens of two receives"]) == {"Tid Scan"}, scans
     assert set(scans["renew"]) == {"Tid Scan"}, scans
 
 
@@ -103,3 +116,30 @@ def _with_place(statement: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
     """The refusing form's two trailing arguments: how many rows, the run's place."""
     sql, arguments = statement
     return sql, [*arguments, BATCH, 0]
+
+
+def test_tokens_travel_as_binary_arrays_built_whole(pg_database_url: str) -> None:
+    """Each token's locator is its row's 6-byte ctid in hex; one that cannot be a ctid (none,
+    or longer than 6 bytes) points at item 0, which never holds a row. The stored parts go as
+    a text[] (one element repeated when the run shares it)."""
+    stored = "0" * 30
+    tokens = [
+        f"{stored}.1",
+        f"{stored}.{(5 << 16) | 3:x}",
+        f"{stored}.ffffffffffff",
+        stored,
+        "",
+        f"{stored}.1234567890abcdef",
+    ]
+    with psycopg.connect(pg_database_url, autocommit=True) as connection:
+        [[text]] = connection.execute("SELECT %s::text", [tid_array(tokens)]).fetchall()
+        [[empty]] = connection.execute("SELECT cardinality(%s)", [tid_array([])]).fetchall()
+        shared, mixed, none = (
+            connection.execute("SELECT %s", [stored_token_array(given)]).fetchone()
+            for given in ([f"{stored}.1", f"{stored}.2"], [f"{stored}.1", "", f"{'1' * 30}.2"], [])
+        )
+    assert text == '{"(0,1)","(5,3)","(4294967295,65535)","(0,0)","(0,0)","(0,0)"}'
+    assert empty == 0
+    assert shared == ([stored, stored],)
+    assert mixed == ([stored, "", "1" * 30],)
+    assert none == ([],)

@@ -6,9 +6,14 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from txqueue.core.schema import Table
+from txqueue.core.schema import ColumnType, Table
 from txqueue.drivers.base import AckParams, SendParams
-from txqueue.drivers.postgres.codec import checked_token_parts, encode
+from txqueue.drivers.postgres.codec import (
+    checked_token_parts,
+    encode,
+    stored_token_array,
+    tid_array,
+)
 from txqueue.drivers.postgres.statements import queue_statements
 
 __all__ = ["commit_statement", "encoded_key", "run_statement", "runs"]
@@ -32,14 +37,22 @@ def run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str, 
     if refusing and len(items) == 1:
         return one_statement(items[0], statements)
     if isinstance(items[0], SendParams):
+        deliver_times = [item.deliver_time for item in items]
+        if deliver_times.count(None) == len(items):  # each is delivered at the commit's now
+            sql = statements.send_now_refusing if refusing else statements.send_many_now
+            return sql, send_arrays(items)
         sql = statements.send_refusing if refusing else statements.send_many
-        return sql, send_arrays(items)
-    *keys, stored, locations, now = ack_arrays(items)
-    if None in stored:  # an ack without a token: its row is found by key
+        return sql, [*send_arrays(items), deliver_times]
+    keys = key_arrays(items[0].queue, [item.key for item in items])
+    tokens = [item.lease_token for item in items]
+    now = items[0].now
+    if None in tokens:  # an ack without a token: its row is found by key
+        stored, locations = token_arrays(tokens)
         sql = statements.ack_refusing if refusing else statements.ack_many
         return sql, [*keys, stored, locations, keys[0], now]
+    # Tokens were checked by ``prepare_ack`` (one not of ours became "", which matches none).
     sql = statements.ack_leased_refusing if refusing else statements.ack_leased
-    return sql, [*keys, stored, locations, now]
+    return sql, [*keys, stored_token_array(tokens), tid_array(tokens), now]
 
 
 def commit_statement(items: list[Any], deliver: str, place: int) -> tuple[str, list[Any]]:
@@ -68,32 +81,27 @@ def run_key(item: SendParams | AckParams) -> tuple[type, str]:
     return type(item), item.queue.name
 
 
-def columns(rows: list[list[Any]], width: int) -> list[list[Any]]:
-    """Rows turned into one list per column (the arrays ``unnest`` takes)."""
-    return [[row[i] for row in rows] for i in range(width)] if rows else [[]] * width
-
-
 def send_arrays(items: list[Any]) -> list[Any]:
+    """Key columns and payloads of a run of sends, as arrays."""
     table = items[0].queue
-    return columns([send_row(item) for item in items], len(table.primary_key) + 2)
+    arrays = key_arrays(table, [item.key for item in items])
+    column = table.payload_column
+    if column.type is ColumnType.JSON:
+        arrays.append([encode(column, item.payload) for item in items])
+    else:
+        arrays.append([item.payload for item in items])
+    return arrays
 
 
-def ack_arrays(items: list[Any]) -> list[Any]:
-    """Key columns, stored tokens and row locations of a run of acks (AckParams), as arrays.
-
-    Tokens were checked by ``prepare_ack`` (one not of ours became "", which matches none).
-    """
-    table = items[0].queue
-    columns = key_arrays(table, [item.key for item in items])
+def token_arrays(tokens: list[str | None]) -> tuple[list[str | None], list[str | None]]:
+    """Stored tokens and row locations (``(page,item)`` text) of acks, some without one."""
     stored: list[str | None] = []
     locations: list[str | None] = []
-    for item in items:
-        part, location = (
-            (None, None) if item.lease_token is None else checked_token_parts(item.lease_token)
-        )
+    for token in tokens:
+        part, location = (None, None) if token is None else checked_token_parts(token)
         stored.append(part)
         locations.append(location)
-    return [*columns, stored, locations, items[0].now]
+    return stored, locations
 
 
 def key_arrays(table: Table, keys: list[tuple[Any, ...]]) -> list[list[Any]]:

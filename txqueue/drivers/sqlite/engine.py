@@ -41,7 +41,7 @@ from txqueue.errors import (
     TxqueueError,
     Unavailable,
 )
-from txqueue.models import Message, ResultSet
+from txqueue.models import Message, ResultSet, new_message
 
 __all__ = [
     "connect",
@@ -191,7 +191,7 @@ def messages_from_rows(table: Table, rows: Sequence[Sequence[Any]]) -> list[Mess
         if expiration is None:
             expiration = expirations[row[width + 2]] = from_micros(row[width + 2])
         messages.append(
-            Message(
+            new_message(
                 name,
                 tuple(row[:width]) if plain_keys else tuple(map(decode, keys, row[:width])),
                 row[width] if plain_payload else decode(payload, row[width]),
