@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, cast
 
@@ -27,23 +27,11 @@ class Message:
     last_in_batch: bool = False
 
 
-def _setter(name: str) -> Any:
-    return cast(Any, Message.__dict__[name]).__set__
-
-
+# One slot setter per field, in order: a field added to Message fails this unpacking at
+# import until new_message sets it too.
 _NEW = object.__new__
-_QUEUE, _KEY, _PAYLOAD, _DELIVER, _EXPIRATION, _TOKEN, _COUNT, _LAST = map(
-    _setter,
-    (
-        "queue",
-        "key",
-        "payload",
-        "deliver_time",
-        "lease_expiration",
-        "lease_token",
-        "delivery_count",
-        "last_in_batch",
-    ),
+_QUEUE, _KEY, _PAYLOAD, _DELIVER, _EXPIRATION, _TOKEN, _COUNT, _LAST = (
+    cast(Any, Message.__dict__[field.name]).__set__ for field in fields(Message)
 )
 
 

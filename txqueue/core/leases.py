@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_LEASE",
     "MAX_BACKOFF_EXPONENT",
     "MAX_BACKOFF_SECONDS",
+    "STORED_TOKEN_LENGTH",
     "TOKEN_EXPIRATION_DIGITS",
     "redelivery_backoff",
     "token_expiration_micros",
@@ -28,8 +29,10 @@ MAX_BACKOFF_SECONDS = 3600
 #: 2**12 s > 1 h, so exponents are clamped here before the cap (keeps SQL integer math small).
 MAX_BACKOFF_EXPONENT = 12
 TOKEN_EXPIRATION_DIGITS = 14
-#: expiration (14 hex) + random (16 hex) [+ "." + a locator the engine may add, in hex]
-_TOKEN = re.compile(r"[0-9a-f]{14}[0-9a-f]{16}(?:\.[0-9a-f]{1,16})?\Z")
+#: The part of a token its row stores: expiration (14 hex) + random (16 hex).
+STORED_TOKEN_LENGTH = TOKEN_EXPIRATION_DIGITS + 16
+#: the stored part [+ "." + a locator the engine may add, in hex]
+_TOKEN = re.compile(rf"[0-9a-f]{{{STORED_TOKEN_LENGTH}}}(?:\.[0-9a-f]{{1,16}})?\Z")
 
 
 def redelivery_backoff(expired_leases: int) -> timedelta:

@@ -14,7 +14,11 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
-from txqueue.core.leases import TOKEN_EXPIRATION_DIGITS, token_expiration_micros
+from txqueue.core.leases import (
+    STORED_TOKEN_LENGTH,
+    TOKEN_EXPIRATION_DIGITS,
+    token_expiration_micros,
+)
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.errors import (
     Aborted,
@@ -161,7 +165,6 @@ class _TextArrayDumper(_BuiltDumper):
 psycopg.adapters.register_dumper(TidArray, _TidArrayDumper)
 psycopg.adapters.register_dumper(TextArray, _TextArrayDumper)
 
-_STORED_LENGTH = 30  # a token's stored part: expiration (14 hex) and random (16 hex)
 _TID_LENGTH = b"\x00\x00\x00\x06"  # each element's length: a tid is 6 bytes
 _NOWHERE = bytes(6)  # (0,0): item 0 never holds a row
 _HEADER = struct.Struct(">iIIii")  # dimensions, flags, element type, length, lower bound
@@ -176,7 +179,7 @@ def tid_array(tokens: list[str]) -> TidArray:
     locator's text form as much again. A token without a usable locator points nowhere."""
     locations = []
     for token in tokens:
-        locator = token[_STORED_LENGTH + 1 :]
+        locator = token[STORED_TOKEN_LENGTH + 1 :]
         locations.append(
             bytes.fromhex(locator.rjust(12, "0")) if 0 < len(locator) <= 12 else _NOWHERE
         )
@@ -194,7 +197,7 @@ def stored_token_array(tokens: list[str]) -> TextArray:
     if not tokens:
         return TextArray(_EMPTY.pack(0, 0, _TEXT))
     header = _HEADER.pack(1, 0, _TEXT, len(tokens), 1)
-    stored = [token[:_STORED_LENGTH] for token in tokens]
+    stored = [token[:STORED_TOKEN_LENGTH] for token in tokens]
     if stored.count(stored[0]) == len(stored):
         return TextArray(header + _text_element(stored[0]) * len(stored))
     return TextArray(header + b"".join(map(_text_element, stored)))
