@@ -334,7 +334,7 @@ async def test_by_default_a_queue_receives_ahead_once_its_handlers_proved_quick(
     counts = {"running": 0, "peak": 0}
     release = asyncio.Event()
 
-    @app.handler("Tasks")
+    @app.handler("Tasks", max_batch_size=6)
     async def handle(message: txqueue.Message) -> None:
         if message.key[0] < 10:
             return  # quick
@@ -348,11 +348,13 @@ async def test_by_default_a_queue_receives_ahead_once_its_handlers_proved_quick(
     await _until(lambda: worker.stats.total(OutcomeKind.ACKED) == 10, 20, "10 quick acks")
     await _send(db, "Tasks", range(10, 30))
     deadline = time.monotonic() + 20
-    while await _leased(db) != 4:  # 2 running, 2 received ahead (the queue's limit)
+    # Quick handlers: a full receive of 6, 2 running and 4 ahead; then none more while the 2
+    # run longer than QUICK.
+    while await _leased(db) != 6:
         assert time.monotonic() < deadline, f"leased {await _leased(db)}, {counts}"
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.3)
-    assert await _leased(db) == 4 and counts == {"running": 2, "peak": 2}
+    assert await _leased(db) == 6 and counts == {"running": 2, "peak": 2}
     release.set()
     await _until(lambda: worker.stats.total(OutcomeKind.ACKED) == 30, 30, "30 acks")
     worker.stop()

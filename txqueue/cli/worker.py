@@ -70,7 +70,8 @@ def _duration(text: str) -> timedelta:
     default=None,
     type=click.IntRange(min=0),
     help="Messages a queue may receive ahead of its free places, waiting under kept-alive "
-    "leases [default: the queue's limit while its handlers take under 25 ms on average, "
+    "leases [default: while its handlers are quick (under 25 ms on average, none running "
+    "longer), what they finish within 25 ms, up to a full receive with the running ones; "
     "else none; 0: only what can start at once].",
 )
 @click.option(

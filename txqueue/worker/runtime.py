@@ -52,8 +52,10 @@ READY_NOW = timedelta(milliseconds=1)
 #: A busy queue waits up to this long for a fuller batch of free places before receiving.
 FILL_WITHIN = 0.002
 #: A queue receives ahead by default only while its handlers take less than this on average
-#: (a receive's round trip is then a fair part of their time; slower ones gain nothing from
-#: it, and a message received ahead would wait for one of them).
+#: and none has been running longer (a receive's round trip is then a fair part of their time;
+#: slower ones gain nothing from it, and a message received ahead would wait for one of them).
+#: It is also the horizon: a queue receives ahead what its handlers finish within this long at
+#: their average pace, at most a full batch beyond its limit.
 QUICK = 0.025
 #: The weight of the newest handler duration in a queue's running average.
 AVERAGE_WEIGHT = 0.1
@@ -71,24 +73,44 @@ class _Queue:
     """The runtime state of one served queue."""
 
     def __init__(
-        self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int, prefetch: int, adaptive: bool
+        self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int, prefetch: int | None
     ) -> None:
         self.spec = spec
         self.keeper = keeper
-        self.prefetch = prefetch
-        self.adaptive = adaptive  # prefetch only while handlers are quick
+        self.limit = limit
+        self.fixed = prefetch  # None: adaptive (see ahead)
+        # The most received ahead by default: a full batch with the running ones, or the limit.
+        self.prefetch = max(limit, spec.max_batch_size - limit) if prefetch is None else prefetch
         self.average: float | None = None  # handler duration, seconds (None: none ended yet)
-        self.held = Slots(limit + prefetch)  # received and not finished (waiting or running)
+        self.started: dict[int, float] = {}  # start of each running handler, oldest first
+        self.held = Slots(limit + self.prefetch)  # received, not finished; resized by ahead()
         self.running = Slots(limit)  # handlers running
 
-    def ahead(self) -> int:
-        """How many messages to receive ahead of free places now."""
-        if self.adaptive and (self.average is None or self.average >= QUICK):
-            return 0
-        return self.prefetch
+    def ahead(self, now: float) -> int:
+        """How many messages to receive ahead of free places now.
 
-    def ended(self, duration: float) -> None:
-        """Note how long a handler ran."""
+        Fixed when the worker was given a prefetch. By default none until the queue's handlers
+        proved quick (an average under ``QUICK`` and none running for that long), then what
+        they finish within ``QUICK`` at their average pace, up to ``prefetch``.
+        """
+        if self.fixed is not None:
+            return self.fixed
+        average = self.average
+        if average is None or average >= QUICK:
+            return 0
+        if self.started and now - next(iter(self.started.values())) >= QUICK:
+            return 0  # a handler is running long: the average is out of date
+        if average * self.prefetch <= QUICK * self.limit:
+            return self.prefetch
+        return int(self.limit * QUICK / average)
+
+    def began(self, handling: int, now: float) -> None:
+        """Note that a handler started."""
+        self.started[handling] = now
+
+    def ended(self, handling: int, now: float) -> None:
+        """Note that a handler ended, for its duration."""
+        duration = now - self.started.pop(handling)
         if self.average is None:
             self.average = duration
         else:
@@ -101,8 +123,9 @@ class Worker:
     ``database`` overrides the app's URL; ``queues`` restricts the worker to some queues.
     ``prefetch`` is how many messages a queue may receive ahead of its free places: they wait,
     their leases kept alive, for a handler to finish, so the next batch is on hand when places
-    free up. By default a queue receives as many ahead as its limit while its handlers are
-    quick (under ``QUICK`` on average), none otherwise; 0 receives only what can start at once.
+    free up. By default a queue receives ahead only while its handlers are quick (see
+    ``QUICK``), as many as they finish within that time, up to a full receive (its
+    ``max_batch_size``) with the running ones; 0 receives only what can start at once.
     """
 
     def __init__(
@@ -225,8 +248,7 @@ class Worker:
 
             keeper = LeaseKeeper(spec.queue, spec.lease_duration, renew, lost)
             limit = min(spec.concurrency or self.concurrency, self.concurrency)
-            prefetch = limit if self.prefetch is None else self.prefetch
-            queues.append(_Queue(spec, keeper, limit, prefetch, adaptive=self.prefetch is None))
+            queues.append(_Queue(spec, keeper, limit, self.prefetch))
         return queues
 
     # ---- receiving ----------------------------------------------------------------------
@@ -254,13 +276,15 @@ class Worker:
 
     async def _receive_ready(self, database: AsyncDatabase, queue: _Queue) -> bool:
         """Take what is ready now, as many as the queue may hold; True if any."""
+        ahead = queue.ahead(time.monotonic())
+        queue.held.size = queue.limit + ahead  # hold at most the limit plus ``ahead``
         take = queue.held.take(queue.spec.max_batch_size, fill_within=FILL_WITHIN)
         # Free places: taking them waits FILL_WITHIN at most, so no stop watch is needed.
         room = await (take if queue.held.free else self._until_stopped(take))
         if room is None:
             return False
         reserved = 0
-        if not queue.ahead():  # receive only what can start at once: take the places first
+        if not ahead:  # receive only what can start at once: take the places first
             if room > queue.running.free:
                 queue.held.give(room - queue.running.free)
                 room = queue.running.free
@@ -365,13 +389,12 @@ class Worker:
         places are given back when the handler ends (before the ack commits, so group commit
         overlaps the next handlers) or at the latest at the end."""
         held = {"worker": in_worker, "queue": in_queue, "held": True, "counted": False}
-        began = 0.0
 
         def give_back() -> None:
             if held["counted"]:
                 held["counted"] = False
                 self.stats.running(queue.spec.queue, -1)
-                queue.ended(time.monotonic() - began)
+                queue.ended(id(handling), time.monotonic())
             if held["worker"]:
                 held["worker"] = False
                 self._running.give(1)
@@ -397,7 +420,7 @@ class Worker:
                 self._waiting.discard(id(handling))
             async with self._writer(handling):
                 held["counted"] = started = True
-                began = time.monotonic()
+                queue.began(id(handling), time.monotonic())
                 self.stats.running(queue.spec.queue, 1)
                 outcome = await process(handling, self._store)
         except asyncio.CancelledError:
