@@ -4,6 +4,7 @@ acks, lost leases, concurrency limits, metrics. Waits poll against deadlines."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import threading
 import time
@@ -381,4 +382,42 @@ async def test_by_default_slow_handlers_get_no_prefetch(database_url: str) -> No
     # Held beyond the 2 running only while a finished handler's ack commits (a few ms); with
     # a prefetch of 2 most samples would show 4.
     assert statistics.median(samples) <= 2, samples
+    await db.close()
+
+
+async def test_a_delivery_leaves_no_reference_cycle_and_the_heap_is_frozen_while_serving(
+    database_url: str,
+) -> None:
+    """Per-message objects are freed by reference counting, not left for the cyclic GC (whose
+    full collections the worker keeps off its startup heap with gc.freeze while it serves)."""
+    from txqueue.worker.leases import Lease
+    from txqueue.worker.process import Handling
+
+    db = await _database(database_url)
+    app = txqueue.App(database_url)
+    frozen_while_handling: list[int] = []
+
+    @app.handler("Tasks")
+    async def handle(message: txqueue.Message) -> None:
+        frozen_while_handling.append(gc.get_freeze_count())
+
+    await _send(db, "Tasks", range(50))
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    gc.disable()
+    try:
+        worker, task = await _serve(app, concurrency=4)
+        await _until(lambda: worker.stats.total(OutcomeKind.ACKED) == 50, 30, "50 acks")
+        worker.stop()
+        await task
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        kinds = {type(found) for found in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert len(frozen_while_handling) == 50 and min(frozen_while_handling) > 0
+    assert gc.get_freeze_count() == 0  # unfrozen when the worker stopped
+    assert not kinds & {Handling, Lease, txqueue.Message}, kinds
     await db.close()

@@ -51,6 +51,11 @@ class Lease:
         else:
             self._listeners.append(listener)
 
+    def off_lost(self, listener: Callable[[], None]) -> None:
+        """Stop telling ``listener`` (a handler that ended), so no cycle outlives it."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def lose(self) -> None:
         """Mark the lease lost and tell the listeners (once)."""
         if self.lost:

@@ -151,6 +151,7 @@ async def _run_async_handler(handling: Handling) -> BaseException | None:
         return asyncio.CancelledError()
     finally:
         running = False
+        handling.lease.off_lost(lost)  # the listener holds this task: no cycle past the end
     return None
 
 

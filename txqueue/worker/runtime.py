@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import os
 import signal
@@ -191,12 +192,17 @@ class Worker:
         self._store = store
         self._one_writer = asyncio.Lock() if database.engine == "sqlite" else None
         background: list[asyncio.Task[Any]] = []
+        frozen = False
         try:
             queues = await self._prepare(database, store)
             acks.start()
             for queue in queues:
                 background.append(asyncio.create_task(queue.keeper.run(), name="txqueue-leases"))
             background.append(asyncio.create_task(self._poll(database, queues)))
+            # What exists now lives as long as the worker: out of the cyclic GC's full
+            # collections, which would otherwise rescan it every few thousand messages.
+            gc.freeze()
+            frozen = True
             loops = [asyncio.create_task(self._receive_loop(database, q)) for q in queues]
             self._install_signals()
             log.info(
@@ -212,6 +218,8 @@ class Worker:
             await asyncio.gather(*loops, return_exceptions=True)
             await self._drain_handlers()
         finally:
+            if frozen:
+                gc.unfreeze()  # collectable again, as before the worker started
             self._remove_signals()
             for task in background:
                 task.cancel()
@@ -440,6 +448,7 @@ class Worker:
             )
         finally:
             give_back()
+            handling.handler_done = _nothing  # it holds the handling: no cycle past the end
             self._waiting.discard(id(handling))
             self._tasks.pop(id(handling), None)
         if outcome is not None:
@@ -559,6 +568,10 @@ async def _wait_all_or(
 
 
 _NO_LOCK: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _fields(message: Message, **more: Any) -> dict[str, Any]:
