@@ -58,19 +58,25 @@ class TxQueue(ThreadedConsumeMixin, Adapter):
         engine do (PgAdminMixin: CHECKPOINT; rawsqlite and huey: wal_checkpoint(TRUNCATE)):
         the shipped adapter has none, so txqueue alone ran its sections with the previous
         section's WAL and dirty pages still to write."""
+        self._administer(sqlite=["PRAGMA wal_checkpoint(TRUNCATE)"], postgres=["CHECKPOINT"])
+
+    def _administer(self, sqlite, postgres):
+        """Run the engine's statements on a connection of their own, each committed alone."""
         if self.backend == "sqlite":
             import sqlite3
 
-            connection = sqlite3.connect(self.path)
+            connection = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             try:
-                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                for statement in sqlite:
+                    connection.execute(statement)
             finally:
                 connection.close()
         else:
             import psycopg
 
             with psycopg.connect(self.url, autocommit=True) as connection:
-                connection.execute("CHECKPOINT")
+                for statement in postgres:
+                    connection.execute(statement)
 
     def counters(self):
         """PostgreSQL: cluster WAL position and this database's commits, as PgAdminMixin
@@ -121,21 +127,10 @@ class TxQueue(ThreadedConsumeMixin, Adapter):
         checkpoint (rawsqlite, huey). The shipped adapter deleted row by row through the
         public API, which on PostgreSQL left each section's rows as dead tuples for the next
         timed section (and autovacuum running beside it); not what its peers measure."""
-        if self.backend == "sqlite":
-            import sqlite3
-
-            connection = sqlite3.connect(self.path, timeout=30)
-            try:
-                connection.execute("DELETE FROM BenchQ")
-                connection.commit()
-                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                connection.close()
-        else:
-            import psycopg
-
-            with psycopg.connect(self.url, autocommit=True) as connection:
-                connection.execute("TRUNCATE benchq")
+        self._administer(
+            sqlite=["DELETE FROM BenchQ", "PRAGMA wal_checkpoint(TRUNCATE)"],
+            postgres=["TRUNCATE benchq"],
+        )
 
     def producer_open(self):
         self._prod = self._connect()
