@@ -49,6 +49,7 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
+from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
     CATALOG,
@@ -86,12 +87,11 @@ class AsyncPostgresReceiver:
         self._queue = queue
 
     async def receive(self, params: ReceiveParams) -> list[Message]:
-        statements = queue_statements(params.queue, self._driver.deliver_column)
-        arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
+        sql, arguments, floor = self._driver.receive_statement(params)
         with map_errors():
-            cursor = await self._connection.execute(statements.receive, arguments, binary=True)
+            cursor = await self._connection.execute(sql, arguments, binary=True)
             rows = await cursor.fetchall()
-        return messages_from_rows(params.queue, rows)
+        return self._driver.received(params, rows, floor)
 
     async def seconds_until_ready(self, queue: Table) -> float | None:
         statements = queue_statements(queue, self._driver.deliver_column)
@@ -149,6 +149,7 @@ class AsyncPostgresDriver:
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
         self._slots: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._notifier = Notifier(conninfo)
+        self.floors = ReceiveFloors()
 
     async def _configure(self, connection: Any) -> None:
         """Every pooled connection reads and writes timestamps in UTC (as Spanner does) and
@@ -316,10 +317,29 @@ class AsyncPostgresDriver:
         return AsyncPostgresReceiver(self, connection, queue)
 
     async def receive_now(self, params: ReceiveParams) -> list[Message]:
+        sql, arguments, floor = self.receive_statement(params)
+        rows = await self._run(sql, arguments, binary=True)
+        return self.received(params, rows, floor)
+
+    def receive_statement(
+        self, params: ReceiveParams
+    ) -> tuple[str, dict[str, Any], datetime | None]:
+        """A receive's SQL and arguments: from the queue's floor when it has one (``floors``)."""
         statements = queue_statements(params.queue, self.deliver_column)
         arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
-        rows = await self._run(statements.receive, arguments, binary=True)
-        return messages_from_rows(params.queue, rows)
+        floor = self.floors.floor(params.queue.name)
+        if floor is None:
+            return statements.receive, arguments, None
+        arguments["floor"] = floor
+        return statements.receive_from, arguments, floor
+
+    def received(
+        self, params: ReceiveParams, rows: list[tuple[Any, ...]], floor: datetime | None
+    ) -> list[Message]:
+        """The messages of a receive's rows; the queue's floor learns from them."""
+        messages = messages_from_rows(params.queue, rows)
+        self.floors.received(params.queue.name, messages, params.max_batch_size, floor)
+        return messages
 
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)

@@ -1,0 +1,182 @@
+"""PostgreSQL receives start past the index entries of acked messages (drivers.postgres.floors).
+
+Behind the dead rows of acked messages (before VACUUM), a receive that walks the ready index
+from its start reads every page of their entries; one from the queue's floor does not. A
+message that lands below the floor is still received: at once when a receive comes back
+short, and within ``FULL_SCAN_PERIOD`` while receives keep coming back full.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+import pytest
+
+import txqueue
+from txqueue.drivers.base import ReceiveParams
+from txqueue.drivers.postgres.floors import FULL_SCAN_PERIOD, ReceiveFloors
+from txqueue.drivers.postgres.statements import queue_statements
+
+pytestmark = pytest.mark.postgres
+
+QUEUE = "CREATE QUEUE jobs (jobid bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
+ACKED = 40_000
+LEASE = timedelta(seconds=10)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def db(pg_database_url: str) -> Iterator[txqueue.Database]:
+    with txqueue.connect(pg_database_url) as database:
+        database.update_ddl([QUEUE])
+        yield database
+
+
+def _index_pages_read(connection: psycopg.Connection, sql: str, arguments: dict[str, Any]) -> int:
+    """Buffers the receive's scan of the ready index touched (the statement is rolled back)."""
+    with connection.transaction(force_rollback=True):
+        [[document]] = connection.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, arguments
+        ).fetchall()
+    plans = document if isinstance(document, list) else json.loads(document)
+    stack, pages = [plans[0]["Plan"]], 0
+    while stack:
+        node = stack.pop()
+        stack.extend(node.get("Plans", []))
+        if node.get("Index Name") == "jobs_txq_ready":
+            pages += node["Shared Hit Blocks"] + node["Shared Read Blocks"]
+    return pages
+
+
+def test_a_receive_behind_acked_messages_starts_at_the_floor(
+    db: txqueue.Database, pg_database_url: str
+) -> None:
+    with psycopg.connect(pg_database_url, autocommit=True) as connection:
+        connection.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+        # ACKED messages, leased and acked in plain SQL: two dead index entries each.
+        connection.execute(
+            "INSERT INTO jobs (jobid, payload, deliver_time) SELECT -i, 'x',"
+            " now() - interval '1 hour' + i * interval '1 ms' FROM generate_series(1, %s) i",
+            [ACKED],
+        )
+        connection.execute("UPDATE jobs SET _txq_ready_at = now() - interval '1 minute'")
+        connection.execute("DELETE FROM jobs")
+    with db.batch() as batch:
+        for number in range(300):
+            batch.send("jobs", (number,), b"x")
+    first = db.receive_now("jobs", max_batch_size=100)
+    assert [m.key for m in first] == [(n,) for n in range(100)]
+
+    table = db.queue("jobs")
+    driver: Any = db._driver  # type: ignore[attr-defined]
+    sql, arguments, floor = driver.receive_statement(ReceiveParams(table, 100, LEASE, None))
+    statements = queue_statements(table, driver.deliver_column)
+    assert sql == statements.receive_from and floor == first[0].deliver_time
+    with psycopg.connect(pg_database_url) as connection:
+        connection.execute("SET TIME ZONE 'UTC'")
+        from_floor = _index_pages_read(connection, statements.receive_from, arguments)
+        from_start = _index_pages_read(connection, statements.receive, arguments)
+    assert from_floor <= 10
+    assert from_start >= 100  # ~400 entries a page: the acked rows' ~80k entries
+
+    second = db.receive_now("jobs", max_batch_size=100)
+    assert [m.key for m in second] == [(n,) for n in range(100, 200)]
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_a_receive_from_the_floor_walks_the_index_in_order(
+    db: txqueue.Database, pg_database_url: str, plan_cache_mode: str
+) -> None:
+    """A fresh queue of 10k (no statistics yet): the receive from a floor is still an index
+    scan that stops at its LIMIT, not a sort of every message between the floor and now."""
+    with db.batch() as batch:
+        for number in range(10_000):
+            batch.send("jobs", (number,), b"x")
+    first = db.receive_now("jobs", max_batch_size=100)
+    table = db.queue("jobs")
+    driver: Any = db._driver  # type: ignore[attr-defined]
+    sql, arguments, floor = driver.receive_statement(ReceiveParams(table, 100, LEASE, None))
+    assert floor == first[0].deliver_time
+    with psycopg.connect(pg_database_url) as connection:
+        connection.execute("SET TIME ZONE 'UTC'")
+        connection.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+        with connection.transaction(force_rollback=True):
+            cursor = connection.cursor()
+            for _ in range(2):  # prepared: the second runs the cached (generic) plan
+                cursor.execute("EXPLAIN (FORMAT JSON) " + sql, arguments, prepare=True)
+            [[document]] = cursor.fetchall()
+    plans = document if isinstance(document, list) else json.loads(document)
+    stack, nodes = [plans[0]["Plan"]], []
+    while stack:
+        node = stack.pop()
+        stack.extend(node.get("Plans", []))
+        nodes.append((node["Node Type"], node.get("Index Name")))
+    assert ("Index Scan", "jobs_txq_ready") in nodes
+    assert not [n for n in nodes if n[0] in ("Sort", "Bitmap Heap Scan", "Seq Scan")]
+
+
+def test_a_message_below_the_floor_comes_when_a_receive_comes_back_short(
+    db: txqueue.Database,
+) -> None:
+    now = datetime.now(timezone.utc)
+    with db.batch() as batch:
+        for number in range(5):
+            batch.send("jobs", (number,), b"x", deliver_time=now - timedelta(minutes=5 - number))
+    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(0,), (1,)]
+    db.run_in_transaction(
+        lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
+    )
+    # From the floor (the batch's oldest deliver time): the late message lies below it.
+    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(2,), (3,)]
+    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(4,)]  # short
+    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(99,)]
+
+
+def test_during_a_backlog_a_message_below_the_floor_waits_one_period_at_most(
+    db: txqueue.Database,
+) -> None:
+    clock = FakeClock()
+    db._driver.floors = ReceiveFloors(clock)  # type: ignore[attr-defined]
+    now = datetime.now(timezone.utc)
+    with db.batch() as batch:
+        for number in range(10):
+            batch.send("jobs", (number,), b"x", deliver_time=now - timedelta(minutes=10 - number))
+    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(0,), (1,)]
+    db.run_in_transaction(
+        lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
+    )
+    clock.now += FULL_SCAN_PERIOD / 2
+    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(2,), (3,)]
+    clock.now += FULL_SCAN_PERIOD / 2
+    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(99,), (4,)]
+
+
+def test_the_stream_receives_a_message_sent_below_the_floor(db: txqueue.Database) -> None:
+    """A stream that drained its backlog (a full batch, then a short one) takes a message sent
+    with an old deliver time at once, not a period later."""
+    now = datetime.now(timezone.utc)
+    with db.batch() as batch:
+        for number in range(3):
+            batch.send("jobs", (number,), b"x", deliver_time=now - timedelta(minutes=3 - number))
+    received = []
+    for message in db.receive("jobs", max_duration=timedelta(seconds=20), max_batch_size=2):
+        received.append(message.key)
+        db.run_in_transaction(lambda t, m=message: t.ack("jobs", m.key, lease_token=m.lease_token))
+        if message.key == (2,):
+            db.run_in_transaction(
+                lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
+            )
+        if message.key == (99,):
+            break
+    assert received == [(0,), (1,), (2,), (99,)]
