@@ -43,6 +43,26 @@ def db(pg_database_url: str) -> Iterator[txqueue.Database]:
         yield database
 
 
+def _send_backlog(db: txqueue.Database, count: int, now: datetime) -> None:
+    """Messages 0 … count-1, one minute apart, the last a minute before ``now``."""
+    with db.batch() as batch:
+        for number in range(count):
+            batch.send(
+                "jobs", (number,), b"x", deliver_time=now - timedelta(minutes=count - number)
+            )
+
+
+def _send_late(db: txqueue.Database, now: datetime) -> None:
+    """Message 99, due an hour before ``now``: below any floor the backlog gives."""
+    db.run_in_transaction(
+        lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
+    )
+
+
+def _receive_keys(db: txqueue.Database) -> list[tuple[Any, ...]]:
+    return [m.key for m in db.receive_now("jobs", max_batch_size=2)]
+
+
 def _index_pages_read(connection: psycopg.Connection, sql: str, arguments: dict[str, Any]) -> int:
     """Buffers the receive's scan of the ready index touched (the statement is rolled back)."""
     with connection.transaction(force_rollback=True):
@@ -130,17 +150,13 @@ def test_a_message_below_the_floor_comes_when_a_receive_comes_back_short(
     db: txqueue.Database,
 ) -> None:
     now = datetime.now(timezone.utc)
-    with db.batch() as batch:
-        for number in range(5):
-            batch.send("jobs", (number,), b"x", deliver_time=now - timedelta(minutes=5 - number))
-    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(0,), (1,)]
-    db.run_in_transaction(
-        lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
-    )
+    _send_backlog(db, 5, now)
+    assert _receive_keys(db) == [(0,), (1,)]
+    _send_late(db, now)
     # From the floor (the batch's oldest deliver time): the late message lies below it.
-    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(2,), (3,)]
-    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(4,)]  # short
-    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(99,)]
+    assert _receive_keys(db) == [(2,), (3,)]
+    assert _receive_keys(db) == [(4,)]  # short
+    assert _receive_keys(db) == [(99,)]
 
 
 def test_during_a_backlog_a_message_below_the_floor_waits_one_period_at_most(
@@ -149,34 +165,26 @@ def test_during_a_backlog_a_message_below_the_floor_waits_one_period_at_most(
     clock = FakeClock()
     db._driver.floors = ReceiveFloors(clock)  # type: ignore[attr-defined]
     now = datetime.now(timezone.utc)
-    with db.batch() as batch:
-        for number in range(10):
-            batch.send("jobs", (number,), b"x", deliver_time=now - timedelta(minutes=10 - number))
-    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(0,), (1,)]
-    db.run_in_transaction(
-        lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
-    )
+    _send_backlog(db, 10, now)
+    assert _receive_keys(db) == [(0,), (1,)]
+    _send_late(db, now)
     clock.now += FULL_SCAN_PERIOD / 2
-    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(2,), (3,)]
+    assert _receive_keys(db) == [(2,), (3,)]
     clock.now += FULL_SCAN_PERIOD / 2
-    assert [m.key for m in db.receive_now("jobs", max_batch_size=2)] == [(99,), (4,)]
+    assert _receive_keys(db) == [(99,), (4,)]
 
 
 def test_the_stream_receives_a_message_sent_below_the_floor(db: txqueue.Database) -> None:
     """A stream that drained its backlog (a full batch, then a short one) takes a message sent
     with an old deliver time at once, not a period later."""
     now = datetime.now(timezone.utc)
-    with db.batch() as batch:
-        for number in range(3):
-            batch.send("jobs", (number,), b"x", deliver_time=now - timedelta(minutes=3 - number))
+    _send_backlog(db, 3, now)
     received = []
     for message in db.receive("jobs", max_duration=timedelta(seconds=20), max_batch_size=2):
         received.append(message.key)
         db.run_in_transaction(lambda t, m=message: t.ack("jobs", m.key, lease_token=m.lease_token))
         if message.key == (2,):
-            db.run_in_transaction(
-                lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
-            )
+            _send_late(db, now)
         if message.key == (99,):
             break
     assert received == [(0,), (1,), (2,), (99,)]
