@@ -52,11 +52,14 @@ def _send_backlog(db: txqueue.Database, count: int, now: datetime) -> None:
             )
 
 
-def _send_late(db: txqueue.Database, now: datetime) -> None:
-    """Message 99, due an hour before ``now``: below any floor the backlog gives."""
-    db.run_in_transaction(
-        lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
-    )
+def _send_late(url: str, now: datetime) -> None:
+    """Message 99, due an hour before ``now``, sent by another process (plain SQL, as any
+    application INSERT is a send): below any floor the backlog gives."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO jobs (jobid, payload, deliver_time) VALUES (99, 'late', %s)",
+            [now - timedelta(hours=1)],
+        )
 
 
 def _receive_keys(db: txqueue.Database) -> list[tuple[Any, ...]]:
@@ -147,12 +150,12 @@ def test_a_receive_from_the_floor_walks_the_index_in_order(
 
 
 def test_a_message_below_the_floor_comes_when_a_receive_comes_back_short(
-    db: txqueue.Database,
+    db: txqueue.Database, pg_database_url: str
 ) -> None:
     now = datetime.now(timezone.utc)
     _send_backlog(db, 5, now)
     assert _receive_keys(db) == [(0,), (1,)]
-    _send_late(db, now)
+    _send_late(pg_database_url, now)
     # From the floor (the batch's oldest deliver time): the late message lies below it.
     assert _receive_keys(db) == [(2,), (3,)]
     assert _receive_keys(db) == [(4,)]  # short
@@ -160,23 +163,37 @@ def test_a_message_below_the_floor_comes_when_a_receive_comes_back_short(
 
 
 def test_during_a_backlog_a_message_below_the_floor_waits_one_period_at_most(
-    db: txqueue.Database,
+    db: txqueue.Database, pg_database_url: str
 ) -> None:
     clock = FakeClock()
     db._driver.floors = ReceiveFloors(clock)  # type: ignore[attr-defined]
     now = datetime.now(timezone.utc)
     _send_backlog(db, 10, now)
     assert _receive_keys(db) == [(0,), (1,)]
-    _send_late(db, now)
+    _send_late(pg_database_url, now)
     clock.now += FULL_SCAN_PERIOD / 2
     assert _receive_keys(db) == [(2,), (3,)]
     clock.now += FULL_SCAN_PERIOD / 2
     assert _receive_keys(db) == [(99,), (4,)]
 
 
-def test_the_stream_receives_a_message_sent_below_the_floor(db: txqueue.Database) -> None:
+def test_a_send_of_this_process_drops_the_floor(db: txqueue.Database) -> None:
+    """Its own sends the process knows: the next receive starts from the oldest, and a
+    message it sent with an older deliver time keeps its place in the order."""
+    now = datetime.now(timezone.utc)
+    _send_backlog(db, 5, now)
+    assert _receive_keys(db) == [(0,), (1,)]
+    db.run_in_transaction(
+        lambda t: t.send("jobs", (99,), b"late", deliver_time=now - timedelta(hours=1))
+    )
+    assert _receive_keys(db) == [(99,), (2,)]
+
+
+def test_the_stream_receives_a_message_sent_below_the_floor(
+    db: txqueue.Database, pg_database_url: str
+) -> None:
     """A stream that drained its backlog (a full batch, then a short one) takes a message sent
-    with an old deliver time at once, not a period later."""
+    elsewhere with an old deliver time at once, not a period later."""
     now = datetime.now(timezone.utc)
     _send_backlog(db, 3, now)
     received = []
@@ -184,7 +201,7 @@ def test_the_stream_receives_a_message_sent_below_the_floor(db: txqueue.Database
         received.append(message.key)
         db.run_in_transaction(lambda t, m=message: t.ack("jobs", m.key, lease_token=m.lease_token))
         if message.key == (2,):
-            _send_late(db, now)
+            _send_late(pg_database_url, now)
         if message.key == (99,):
             break
     assert received == [(0,), (1,), (2,), (99,)]

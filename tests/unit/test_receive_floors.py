@@ -63,3 +63,12 @@ def test_a_floor_dropped_meanwhile_is_not_brought_back_by_a_receive_from_it() ->
     floors.received("jobs", batch(3), limit=2, floor=floor)  # another receiver: short
     floors.received("jobs", batch(4, 5), limit=2, floor=floor)  # this one started earlier
     assert floors.floor("jobs") is None
+
+
+def test_a_send_of_this_process_drops_the_floor_of_its_queue() -> None:
+    floors = ReceiveFloors(FakeClock())
+    floors.received("jobs", batch(1, 2), limit=2, floor=None)
+    floors.received("other", batch(1, 2), limit=2, floor=None)
+    floors.forget(["jobs", "unknown"])
+    assert floors.floor("jobs") is None
+    assert floors.floor("other") == T0 + timedelta(minutes=1)

@@ -164,7 +164,11 @@ class AsyncPostgresDriver:
         self._slots[connection] = str(row[0]) if row else f"{connection.info.backend_pid}@"
 
     def notify(self, queues: Iterable[str]) -> None:
-        """Wake receivers of ``queues``: their committed sends are there (no I/O here)."""
+        """Wake receivers of ``queues``: their committed sends are there (no I/O here). This
+        process's next receives of them start from the oldest (its sends may lie below a
+        floor)."""
+        queues = list(queues)
+        self.floors.forget(queues)
         self._notifier.owe(queues)
 
     def commit_slot(self, connection: Any) -> str:

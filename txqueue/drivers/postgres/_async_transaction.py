@@ -319,6 +319,7 @@ class AsyncPostgresTransaction:
                 raise
             self._finished = True
             if self._sent:  # the application's COMMIT, which we do not see, delivers it
+                self._driver.floors.forget(self._sent)
                 await self._execute(NOTIFY_SENT, [CHANNEL, sorted(self._sent)])
             await self._execute("RELEASE SAVEPOINT txqueue")
             return

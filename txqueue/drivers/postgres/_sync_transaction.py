@@ -318,6 +318,7 @@ class PostgresTransaction:
                 raise
             self._finished = True
             if self._sent:  # the application's COMMIT, which we do not see, delivers it
+                self._driver.floors.forget(self._sent)
                 self._execute(NOTIFY_SENT, [CHANNEL, sorted(self._sent)])
             self._execute("RELEASE SAVEPOINT txqueue")
             return

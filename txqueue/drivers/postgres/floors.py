@@ -13,17 +13,18 @@ the batch's oldest deliver time (its *floor*) and skips the acked rows behind it
 
 What can lie below a floor: a message sent later with an older deliver time (an explicit
 one, or ``now()`` of a transaction that began before the floor), or one a concurrent receive
-had locked and then rolled back. Such a message is found by the next walk from the start,
-which happens when a receive comes back short of a full batch (the floor is dropped then,
-so a queue that keeps up never uses one) and at least every ``FULL_SCAN_PERIOD`` while
-receives keep coming back full: during a backlog it may wait up to that long. Order is
-oldest deliver time first, best effort (SPEC §3); nothing is skipped for longer.
+had locked and then rolled back. A send committed by this process drops the queue's floor.
+Other processes' are found by the next walk from the start, which happens when a receive
+comes back short of a full batch (the floor is dropped then, so a queue that keeps up never
+uses one) and at least every ``FULL_SCAN_PERIOD`` while receives keep coming back full:
+during a backlog such a message may wait up to that long. Order is oldest deliver time
+first, best effort (SPEC §3); nothing is skipped for longer.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from txqueue.models import Message
@@ -48,6 +49,12 @@ class ReceiveFloors:
         if entry is None or self._clock() - entry[1] >= FULL_SCAN_PERIOD:
             return None
         return entry[0]
+
+    def forget(self, queues: Iterable[str]) -> None:
+        """This process sent to ``queues``: their next receives start from the oldest, so a
+        message it sent with an older deliver time is not passed over."""
+        for queue in queues:
+            self._floors.pop(queue, None)
 
     def received(
         self, queue: str, messages: Sequence[Message], limit: int, floor: datetime | None
