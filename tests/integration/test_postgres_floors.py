@@ -17,7 +17,6 @@ import psycopg
 import pytest
 
 import txqueue
-from txqueue.drivers.base import ReceiveParams
 from txqueue.drivers.postgres.floors import FULL_SCAN_PERIOD, ReceiveFloors
 from txqueue.drivers.postgres.statements import queue_statements
 
@@ -66,6 +65,15 @@ def _receive_keys(db: txqueue.Database) -> list[tuple[Any, ...]]:
     return [m.key for m in db.receive_now("jobs", max_batch_size=2)]
 
 
+def _from_the_floor(db: txqueue.Database) -> tuple[Any, dict[str, Any]]:
+    """The queue's statements, and the arguments of a receive of 100 from its floor now."""
+    driver: Any = db._driver  # type: ignore[attr-defined]
+    statements = queue_statements(db.queue("jobs"), driver.deliver_column)
+    floor = driver.floors.floor("jobs")
+    assert floor is not None
+    return statements, {"now": None, "lease": LEASE, "limit": 100, "floor": floor}
+
+
 def _index_pages_read(connection: psycopg.Connection, sql: str, arguments: dict[str, Any]) -> int:
     """Buffers the receive's scan of the ready index touched (the statement is rolled back)."""
     with connection.transaction(force_rollback=True):
@@ -101,11 +109,8 @@ def test_a_receive_behind_acked_messages_starts_at_the_floor(
     first = db.receive_now("jobs", max_batch_size=100)
     assert [m.key for m in first] == [(n,) for n in range(100)]
 
-    table = db.queue("jobs")
-    driver: Any = db._driver  # type: ignore[attr-defined]
-    sql, arguments, floor = driver.receive_statement(ReceiveParams(table, 100, LEASE, None))
-    statements = queue_statements(table, driver.deliver_column)
-    assert sql == statements.receive_from and floor == first[0].deliver_time
+    statements, arguments = _from_the_floor(db)
+    assert arguments["floor"] == first[0].deliver_time
     with psycopg.connect(pg_database_url) as connection:
         connection.execute("SET TIME ZONE 'UTC'")
         from_floor = _index_pages_read(connection, statements.receive_from, arguments)
@@ -113,8 +118,12 @@ def test_a_receive_behind_acked_messages_starts_at_the_floor(
     assert from_floor <= 10
     assert from_start >= 100  # ~400 entries a page: the acked rows' ~80k entries
 
+    driver: Any = db._driver  # type: ignore[attr-defined]
+    fetch, run = driver._fetch, []
+    driver._fetch = lambda sql, arguments: run.append(sql) or fetch(sql, arguments)
     second = db.receive_now("jobs", max_batch_size=100)
     assert [m.key for m in second] == [(n,) for n in range(100, 200)]
+    assert run == [statements.receive_from]
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
@@ -127,10 +136,9 @@ def test_a_receive_from_the_floor_walks_the_index_in_order(
         for number in range(10_000):
             batch.send("jobs", (number,), b"x")
     first = db.receive_now("jobs", max_batch_size=100)
-    table = db.queue("jobs")
-    driver: Any = db._driver  # type: ignore[attr-defined]
-    sql, arguments, floor = driver.receive_statement(ReceiveParams(table, 100, LEASE, None))
-    assert floor == first[0].deliver_time
+    statements, arguments = _from_the_floor(db)
+    assert arguments["floor"] == first[0].deliver_time
+    sql = statements.receive_from
     with psycopg.connect(pg_database_url) as connection:
         connection.execute("SET TIME ZONE 'UTC'")
         connection.execute(f"SET plan_cache_mode = {plan_cache_mode}")
@@ -149,7 +157,7 @@ def test_a_receive_from_the_floor_walks_the_index_in_order(
     assert not [n for n in nodes if n[0] in ("Sort", "Bitmap Heap Scan", "Seq Scan")]
 
 
-def test_a_message_below_the_floor_comes_when_a_receive_comes_back_short(
+def test_a_message_below_the_floor_comes_in_the_receive_that_comes_back_short(
     db: txqueue.Database, pg_database_url: str
 ) -> None:
     now = datetime.now(timezone.utc)
@@ -158,8 +166,8 @@ def test_a_message_below_the_floor_comes_when_a_receive_comes_back_short(
     _send_late(pg_database_url, now)
     # From the floor (the batch's oldest deliver time): the late message lies below it.
     assert _receive_keys(db) == [(2,), (3,)]
-    assert _receive_keys(db) == [(4,)]  # short
-    assert _receive_keys(db) == [(99,)]
+    # Short from the floor: the same receive looks again from the oldest for the rest.
+    assert _receive_keys(db) == [(99,), (4,)]
 
 
 def test_during_a_backlog_a_message_below_the_floor_waits_one_period_at_most(

@@ -69,6 +69,8 @@ from txqueue.models import DeadLetter, LeaseRenewal, Message
 __all__ = ["AsyncPostgresDriver"]
 
 T = TypeVar("T")
+#: Rows of one statement, as psycopg fetches them.
+Rows = list[tuple[Any, ...]]
 
 #: How long a waiting receiver goes without a NOTIFY before it looks again anyway.
 FALLBACK_POLL = 1.0
@@ -87,11 +89,12 @@ class AsyncPostgresReceiver:
         self._queue = queue
 
     async def receive(self, params: ReceiveParams) -> list[Message]:
-        sql, arguments, floor = self._driver.receive_statement(params)
+        return await self._driver.lease(self._fetch, params)
+
+    async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         with map_errors():
             cursor = await self._connection.execute(sql, arguments, binary=True)
-            rows = await cursor.fetchall()
-        return self._driver.received(params, rows, floor)
+            return list(await cursor.fetchall())
 
     async def seconds_until_ready(self, queue: Table) -> float | None:
         statements = queue_statements(queue, self._driver.deliver_column)
@@ -321,28 +324,38 @@ class AsyncPostgresDriver:
         return AsyncPostgresReceiver(self, connection, queue)
 
     async def receive_now(self, params: ReceiveParams) -> list[Message]:
-        sql, arguments, floor = self.receive_statement(params)
-        rows = await self._run(sql, arguments, binary=True)
-        return self.received(params, rows, floor)
+        return await self.lease(self._fetch, params)
 
-    def receive_statement(
-        self, params: ReceiveParams
-    ) -> tuple[str, dict[str, Any], datetime | None]:
-        """A receive's SQL and arguments: from the queue's floor when it has one (``floors``)."""
-        statements = queue_statements(params.queue, self.deliver_column)
-        arguments = {"now": params.now, "lease": params.lease, "limit": params.max_batch_size}
-        floor = self.floors.floor(params.queue.name)
-        if floor is None:
-            return statements.receive, arguments, None
-        arguments["floor"] = floor
-        return statements.receive_from, arguments, floor
+    async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
+        return await self._run(sql, arguments, binary=True)
 
-    def received(
-        self, params: ReceiveParams, rows: list[tuple[Any, ...]], floor: datetime | None
+    async def lease(
+        self,
+        fetch: Callable[[str, dict[str, Any]], Awaitable[Rows]],
+        params: ReceiveParams,
     ) -> list[Message]:
-        """The messages of a receive's rows; the queue's floor learns from them."""
-        messages = messages_from_rows(params.queue, rows)
-        self.floors.received(params.queue.name, messages, params.max_batch_size, floor)
+        """Lease up to ``max_batch_size`` ready messages, oldest first, through ``fetch``.
+
+        The scan starts at the queue's floor when it has one (``floors``); from there, a batch
+        that comes back short looks again from the oldest for the rest, so that a message
+        ready below the floor is never left behind while there is room for it.
+        """
+        queue, limit = params.queue, params.max_batch_size
+        statements = queue_statements(queue, self.deliver_column)
+        arguments: dict[str, Any] = {"now": params.now, "lease": params.lease, "limit": limit}
+        floor = self.floors.floor(queue.name)
+        if floor is None:
+            messages = messages_from_rows(queue, await fetch(statements.receive, arguments))
+        else:
+            rows = await fetch(statements.receive_from, {**arguments, "floor": floor})
+            messages = messages_from_rows(queue, rows)
+            if len(messages) < limit:
+                arguments["limit"] = limit - len(messages)
+                rows = await fetch(statements.receive, arguments)
+                messages += messages_from_rows(queue, rows)
+                messages.sort(key=lambda message: message.deliver_time)
+                floor = None
+        self.floors.received(queue.name, messages, limit, floor)
         return messages
 
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:

@@ -13,12 +13,12 @@ the batch's oldest deliver time (its *floor*) and skips the acked rows behind it
 
 What can lie below a floor: a message sent later with an older deliver time (an explicit
 one, or ``now()`` of a transaction that began before the floor), or one a concurrent receive
-had locked and then rolled back. A send committed by this process drops the queue's floor.
-Other processes' are found by the next walk from the start, which happens when a receive
-comes back short of a full batch (the floor is dropped then, so a queue that keeps up never
-uses one) and at least every ``FULL_SCAN_PERIOD`` while receives keep coming back full:
-during a backlog such a message may wait up to that long. Order is oldest deliver time
-first, best effort (SPEC §3); nothing is skipped for longer.
+had locked and then rolled back. A send committed by this process drops the queue's floor,
+and a receive that comes back short from a floor looks again from the oldest for the rest
+of its batch (``AsyncPostgresDriver.lease``), so such a message is never left behind while
+a batch has room for it. Only while receives keep coming back full may it wait behind newer
+ones, and one receive every ``FULL_SCAN_PERIOD`` starts from the oldest. Order is oldest
+deliver time first, best effort (SPEC §3); nothing waits longer than that.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ReceiveFloors:
         self, queue: str, messages: Sequence[Message], limit: int, floor: datetime | None
     ) -> None:
         """Record what a receive of ``queue`` (started at ``floor``) leased."""
-        if len(messages) < limit:  # short: the waiting ones may all lie below; start over
+        if len(messages) < limit:  # short: no backlog to skip into; start from the oldest
             self._floors.pop(queue, None)
             return
         oldest = min(message.deliver_time for message in messages)
