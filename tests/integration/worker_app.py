@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import sys
 import time
 from datetime import timedelta
 from typing import Any
@@ -16,6 +18,19 @@ from typing import Any
 import txqueue
 
 app = txqueue.App()
+
+
+def _print_tasks(number: int, frame: Any) -> None:
+    """SIGUSR1: every asyncio task's stack to stderr (the log), for a worker that hangs."""
+    try:
+        tasks = asyncio.all_tasks()
+    except RuntimeError:  # no running loop
+        return
+    for task in tasks:
+        task.print_stack(file=sys.stderr)
+
+
+signal.signal(signal.SIGUSR1, _print_tasks)
 
 FAILING_POLICY = txqueue.RetryPolicy(
     max_attempts=4, min_retry_delay=timedelta(seconds=1), max_retry_delay=timedelta(seconds=60)

@@ -89,6 +89,7 @@ class WorkerProcess:
             TXQUEUE_TEST_RECORD_DIR=str(records),
             PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
             PYTHONUNBUFFERED="1",
+            PYTHONFAULTHANDLER="1",  # SIGABRT prints every thread's stack (see ``wait``)
         )
         command = [
             sys.executable,
@@ -127,8 +128,14 @@ class WorkerProcess:
         try:
             code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.process.send_signal(signal.SIGUSR1)  # its asyncio tasks' stacks (worker_app)
+            time.sleep(1)
+            self.process.send_signal(signal.SIGABRT)  # and its threads', into its log
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
             raise AssertionError(f"worker did not exit in {timeout} s:\n{self.output()}") from None
         if self in STARTED:
             STARTED.remove(self)
@@ -137,7 +144,7 @@ class WorkerProcess:
     def output(self) -> str:
         """The end of the worker's log, then the events recorded so far (to diagnose a wait)."""
         events = "\n".join(json.dumps(event) for event in records(self.records)[-20:])
-        return f"{self.log.read_text()[-5000:]}\n-- recorded events (last 20):\n{events}"
+        return f"{self.log.read_text()[-12000:]}\n-- recorded events (last 20):\n{events}"
 
 
 def records(directory: Path, **match: Any) -> list[dict[str, Any]]:
