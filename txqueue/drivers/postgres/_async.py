@@ -89,7 +89,9 @@ class AsyncPostgresReceiver:
         self._queue = queue
 
     async def receive(self, params: ReceiveParams) -> list[Message]:
-        return await self._driver.lease(self._fetch, params)
+        # A stream looks again itself: after a short batch its next receive starts from the
+        # oldest (the floor is gone), at once or once ``seconds_until_ready`` says so.
+        return await self._driver.lease(self._fetch, params, look_again=False)
 
     async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         with map_errors():
@@ -324,7 +326,7 @@ class AsyncPostgresDriver:
         return AsyncPostgresReceiver(self, connection, queue)
 
     async def receive_now(self, params: ReceiveParams) -> list[Message]:
-        return await self.lease(self._fetch, params)
+        return await self.lease(self._fetch, params, look_again=True)
 
     async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         return await self._run(sql, arguments, binary=True)
@@ -333,12 +335,14 @@ class AsyncPostgresDriver:
         self,
         fetch: Callable[[str, dict[str, Any]], Awaitable[Rows]],
         params: ReceiveParams,
+        look_again: bool,
     ) -> list[Message]:
         """Lease up to ``max_batch_size`` ready messages, oldest first, through ``fetch``.
 
-        The scan starts at the queue's floor when it has one (``floors``); from there, a batch
-        that comes back short looks again from the oldest for the rest, so that a message
-        ready below the floor is never left behind while there is room for it.
+        The scan starts at the queue's floor when it has one (``floors``). A batch that comes
+        back short from there drops the floor and, with ``look_again``, looks from the oldest
+        for the rest at once: a message ready below the floor is not left behind while there
+        is room for it.
         """
         queue, limit = params.queue, params.max_batch_size
         statements = queue_statements(queue, self.deliver_column)
@@ -349,7 +353,7 @@ class AsyncPostgresDriver:
         else:
             rows = await fetch(statements.receive_from, {**arguments, "floor": floor})
             messages = messages_from_rows(queue, rows)
-            if len(messages) < limit:
+            if look_again and len(messages) < limit:
                 arguments["limit"] = limit - len(messages)
                 rows = await fetch(statements.receive, arguments)
                 messages += messages_from_rows(queue, rows)

@@ -90,7 +90,9 @@ class PostgresReceiver:
         self._queue = queue
 
     def receive(self, params: ReceiveParams) -> list[Message]:
-        return self._driver.lease(self._fetch, params)
+        # A stream looks again itself: after a short batch its next receive starts from the
+        # oldest (the floor is gone), at once or once ``seconds_until_ready`` says so.
+        return self._driver.lease(self._fetch, params, look_again=False)
 
     def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         with map_errors():
@@ -315,7 +317,7 @@ class PostgresDriver:
         return PostgresReceiver(self, connection, queue)
 
     def receive_now(self, params: ReceiveParams) -> list[Message]:
-        return self.lease(self._fetch, params)
+        return self.lease(self._fetch, params, look_again=True)
 
     def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         return self._run(sql, arguments, binary=True)
@@ -324,12 +326,14 @@ class PostgresDriver:
         self,
         fetch: Callable[[str, dict[str, Any]], Rows],
         params: ReceiveParams,
+        look_again: bool,
     ) -> list[Message]:
         """Lease up to ``max_batch_size`` ready messages, oldest first, through ``fetch``.
 
-        The scan starts at the queue's floor when it has one (``floors``); from there, a batch
-        that comes back short looks again from the oldest for the rest, so that a message
-        ready below the floor is never left behind while there is room for it.
+        The scan starts at the queue's floor when it has one (``floors``). A batch that comes
+        back short from there drops the floor and, with ``look_again``, looks from the oldest
+        for the rest at once: a message ready below the floor is not left behind while there
+        is room for it.
         """
         queue, limit = params.queue, params.max_batch_size
         statements = queue_statements(queue, self.deliver_column)
@@ -340,7 +344,7 @@ class PostgresDriver:
         else:
             rows = fetch(statements.receive_from, {**arguments, "floor": floor})
             messages = messages_from_rows(queue, rows)
-            if len(messages) < limit:
+            if look_again and len(messages) < limit:
                 arguments["limit"] = limit - len(messages)
                 rows = fetch(statements.receive, arguments)
                 messages += messages_from_rows(queue, rows)

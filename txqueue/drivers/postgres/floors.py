@@ -14,9 +14,10 @@ the batch's oldest deliver time (its *floor*) and skips the acked rows behind it
 What can lie below a floor: a message sent later with an older deliver time (an explicit
 one, or ``now()`` of a transaction that began before the floor), or one a concurrent receive
 had locked and then rolled back. A send committed by this process drops the queue's floor,
-and a receive that comes back short from a floor looks again from the oldest for the rest
-of its batch (``AsyncPostgresDriver.lease``), so such a message is never left behind while
-a batch has room for it. Only while receives keep coming back full may it wait behind newer
+and a receive that comes back short from a floor drops it: ``receive_now`` looks again from
+the oldest for the rest of its batch at once, a stream with its next receive
+(``AsyncPostgresDriver.lease``), so such a message is not left behind while a batch has room
+for it. Only while receives keep coming back full may it wait behind newer
 ones, and one receive every ``FULL_SCAN_PERIOD`` starts from the oldest. Order is oldest
 deliver time first, best effort (SPEC §3); nothing waits longer than that.
 """
