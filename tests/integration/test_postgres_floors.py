@@ -19,6 +19,7 @@ import pytest
 import txqueue
 from txqueue.drivers.postgres.floors import FULL_SCAN_PERIOD, ReceiveFloors
 from txqueue.drivers.postgres.statements import queue_statements
+from txqueue.errors import Unavailable
 
 pytestmark = pytest.mark.postgres
 
@@ -213,3 +214,32 @@ def test_the_stream_receives_a_message_sent_below_the_floor(
         if message.key == (99,):
             break
     assert received == [(0,), (1,), (2,), (99,)]
+
+
+def test_a_failed_look_from_the_oldest_keeps_what_the_floor_gave(
+    db: txqueue.Database, pg_database_url: str
+) -> None:
+    """receive_now's second statement (from the oldest) fails: the batch leased from the
+    floor is still handed out (nothing left leased by no one), and the error comes back on
+    the next call."""
+    now = datetime.now(timezone.utc)
+    _send_backlog(db, 5, now)
+    assert _receive_keys(db) == [(0,), (1,)]
+    _send_late(pg_database_url, now)
+    assert _receive_keys(db) == [(2,), (3,)]
+    driver: Any = db._driver  # type: ignore[attr-defined]
+    fetch, statements = driver._fetch, queue_statements(db.queue("jobs"), driver.deliver_column)
+
+    def failing(sql: str, arguments: dict[str, Any]) -> Any:
+        if sql == statements.receive:
+            raise Unavailable("connection lost")
+        return fetch(sql, arguments)
+
+    driver._fetch = failing
+    [message] = db.receive_now("jobs", max_batch_size=2)
+    assert message.key == (4,)
+    db.run_in_transaction(lambda t: t.ack("jobs", (4,), lease_token=message.lease_token))
+    with pytest.raises(Unavailable):
+        db.receive_now("jobs", max_batch_size=2)  # no floor now: from the oldest, which fails
+    driver._fetch = fetch
+    assert _receive_keys(db) == [(99,)]

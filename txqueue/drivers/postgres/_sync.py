@@ -62,9 +62,7 @@ from txqueue.drivers.postgres.statements import (
     ident,
     queue_statements,
 )
-from txqueue.errors import (
-    InvalidArgument,
-)
+from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.models import DeadLetter, LeaseRenewal, Message
 
 __all__ = ["PostgresDriver"]
@@ -346,7 +344,10 @@ class PostgresDriver:
             messages = messages_from_rows(queue, rows)
             if look_again and len(messages) < limit:
                 arguments["limit"] = limit - len(messages)
-                rows = fetch(statements.receive, arguments)
+                try:
+                    rows = fetch(statements.receive, arguments)
+                except TxqueueError:  # the batch leased above stands; a retry meets the error
+                    rows = []
                 messages += messages_from_rows(queue, rows)
                 messages.sort(key=lambda message: message.deliver_time)
                 floor = None
