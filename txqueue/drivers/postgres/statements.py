@@ -329,29 +329,33 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     # yet due. The stored token is computed once per statement: each row's own location
     # (RETURNING ctid, binary) completes the token handed out, so rows of one batch still
     # get distinct tokens. The locked rows are updated through a TID scan of their array.
-    receive = (
-        f"WITH lease AS (SELECT {statement_now} + %(lease)s AS expiration),"
-        " token AS (SELECT lpad(to_hex((extract(epoch FROM expiration) * 1000000)::bigint),"
-        " 14, '0') || substr(md5(random()::text), 1, 16) AS stored FROM lease),"
-        f" ready AS (SELECT ctid AS location FROM {name} WHERE {ready} <= {statement_now}"
-        f"{{lower}} ORDER BY {ready} LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
-        f" UPDATE {name} AS q SET _txq_lease_token = token.stored,"
-        " _txq_lease_expiration = lease.expiration,"
-        f" _txq_ready_at = lease.expiration + {_backoff('q._txq_delivery_count')},"
-        " _txq_delivery_count = q._txq_delivery_count + 1"
-        " FROM lease, token WHERE q.ctid = ANY(ARRAY(SELECT location FROM ready))"
-        f" RETURNING {returned}, q._txq_lease_token, q._txq_delivery_count, q.ctid"
-    )
+    # The receive's candidates: due, oldest first, none locked by another receive.
+    due = f"{ready} <= {statement_now}"
+    pick = f" ORDER BY {ready} LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
+    # The same from a floor (drivers.postgres.floors), past the acked rows' index entries.
+    # The floor is a row comparison, which the index scan still starts at: a plain
+    # `ready >= floor` would pair with `ready <= now` into a range the planner sizes at
+    # 0.5 % of the table whenever one side is unknown (a parameter, statement_timestamp()),
+    # and below the LIMIT it sorts the whole range instead (4-6 ms for 10k waiting).
+    from_floor = f" AND ({ready}, 0) >= (%(floor)s::timestamptz, 0)"
+
+    def receive(where: str) -> str:
+        return (
+            f"WITH lease AS (SELECT {statement_now} + %(lease)s AS expiration),"
+            " token AS (SELECT lpad(to_hex((extract(epoch FROM expiration) * 1000000)::bigint),"
+            " 14, '0') || substr(md5(random()::text), 1, 16) AS stored FROM lease),"
+            f" ready AS (SELECT ctid AS location FROM {name} WHERE {where}{pick})"
+            f" UPDATE {name} AS q SET _txq_lease_token = token.stored,"
+            " _txq_lease_expiration = lease.expiration,"
+            f" _txq_ready_at = lease.expiration + {_backoff('q._txq_delivery_count')},"
+            " _txq_delivery_count = q._txq_delivery_count + 1"
+            " FROM lease, token WHERE q.ctid = ANY(ARRAY(SELECT location FROM ready))"
+            f" RETURNING {returned}, q._txq_lease_token, q._txq_delivery_count, q.ctid"
+        )
+
     return QueueStatements(
-        receive=receive.replace("{lower}", ""),
-        # The same from a floor (drivers.postgres.floors), past the acked rows' index entries.
-        # The floor is a row comparison, which the index scan still starts at: a plain
-        # `ready >= floor` would pair with `ready <= now` into a range the planner sizes at
-        # 0.5 % of the table whenever one side is unknown (a parameter, statement_timestamp()),
-        # and below the LIMIT it sorts the whole range instead (4-6 ms for 10k waiting).
-        receive_from=receive.replace(
-            "{lower}", f" AND ({ready}, 0) >= (%(floor)s::timestamptz, 0)"
-        ),
+        receive=receive(due),
+        receive_from=receive(due + from_floor),
         next_ready=(f"SELECT extract(epoch FROM min({ready}) - {now})::float8 FROM {name}"),
         # Tokens arrive split (codec.stored_token, codec.token_location): stored part and ctid.
         renew=(
