@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,68 @@ def test_a_dead_receivers_socket_is_removed_and_the_listing_forgotten(directory:
     assert directory not in wakeup._listings
     assert live.drain("Jobs")
     live.close()
+
+
+def test_the_last_receiver_to_close_removes_the_directory(directory: str) -> None:
+    first = wakeup.WakeupSocket(directory)
+    second = wakeup.WakeupSocket(directory)
+    first.close()
+    assert os.listdir(directory) == [os.path.basename(second.path)]
+    second.close()
+    assert not os.path.exists(directory)
+    wakeup.notify(directory, ["Jobs"])  # a sender meets no directory: nothing to wake
+
+
+def test_a_receiver_binds_when_the_directory_vanishes_before_it_binds(
+    directory: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's last receiver may remove the (empty) directory between this one
+    creating it and binding in it: the receiver creates it again."""
+    real_makedirs = os.makedirs
+    calls = []
+
+    def makedirs_then_lose_it(path: str, mode: int = 0o777, exist_ok: bool = False) -> None:
+        real_makedirs(path, mode, exist_ok)
+        calls.append(path)
+        if len(calls) == 1:
+            os.rmdir(path)  # as the other process's close does
+
+    monkeypatch.setattr(wakeup.os, "makedirs", makedirs_then_lose_it)
+    receiver = wakeup.WakeupSocket(directory)
+    assert len(calls) == 2
+    wakeup.notify(directory, ["Jobs"])
+    assert receiver.drain("Jobs")
+    receiver.close()
+
+
+def test_a_database_leaves_no_wakeup_directory_behind(tmp_path: Path) -> None:
+    """A receiver that waited on a SQLite database takes its directory along when done
+    (a test suite used to leave one in the temp dir per database it opened)."""
+    import txqueue
+
+    path = tmp_path / "left.db"
+    db = txqueue.connect(f"sqlite:///{path}")
+    try:
+        db.update_ddl(
+            [
+                "CREATE QUEUE Jobs (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL)"
+                " PRIMARY KEY (Id)"
+            ]
+        )
+        received = list(db.receive("Jobs", max_duration=timedelta(milliseconds=50)))
+        assert received == []
+        assert not os.path.exists(wakeup.wakeup_directory(str(path)))
+    finally:
+        db.close()
+
+
+def test_closing_removes_sockets_left_by_killed_receivers(directory: str) -> None:
+    dead = wakeup.WakeupSocket(directory)
+    dead.socket.close()  # its file stays, as after a SIGKILL
+    live = wakeup.WakeupSocket(directory)
+    closing = wakeup.WakeupSocket(directory)
+    closing.close()
+    assert os.listdir(directory) == [os.path.basename(live.path)]
+    assert not live.drain("Jobs")  # the sweep's datagram names no queue
+    live.close()
+    assert not os.path.exists(directory)

@@ -90,15 +90,32 @@ def notify(directory: str, queues: Iterable[str]) -> None:
             # EAGAIN: the receiver has unread wake-ups already; one more adds nothing.
 
 
+#: How often a receiver tries to bind when the directory vanishes between creating it and
+#: binding (the last receiver of another process removed it, empty, in between).
+_BIND_ATTEMPTS = 5
+
+
 class WakeupSocket:
-    """A receiver's socket; readable when a send commits (``matches`` filters by queue)."""
+    """A receiver's socket; readable when a send commits (``drain`` filters by queue).
+
+    The last receiver to close removes the directory, so that databases come and go (test
+    suites, short-lived files) without leaving one behind in the temp dir each.
+    """
 
     def __init__(self, directory: str) -> None:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self.directory = directory
         self.path = os.path.join(directory, f"{os.getpid()}-{next(_counter)}.sock")
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.socket.setblocking(False)
-        self.socket.bind(self.path)
+        for attempt in range(_BIND_ATTEMPTS):
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            try:
+                self.socket.bind(self.path)
+                return
+            except FileNotFoundError:
+                if attempt == _BIND_ATTEMPTS - 1:
+                    self.socket.close()
+                    raise
 
     def drain(self, queue: str) -> bool:
         """Read every pending datagram; True when one named ``queue``."""
@@ -115,3 +132,8 @@ class WakeupSocket:
         self.socket.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        # Sockets of receivers killed without closing refuse an (empty) datagram and are
+        # removed by it; live ones read it as a wake-up for no queue and go on waiting.
+        notify(self.directory, [])
+        with contextlib.suppress(OSError):  # not empty: another receiver still waits there
+            os.rmdir(self.directory)
