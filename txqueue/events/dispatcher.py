@@ -49,6 +49,7 @@ from txqueue.events.records import DeliveryAttempt as LogRow
 from txqueue.events.resources import Pipeline
 from txqueue.events.signing import sign
 from txqueue.models import Message
+from txqueue.worker.concurrency import cancel_and_wait
 
 __all__ = ["AsyncDispatcher", "Dispatcher", "DispatcherStats"]
 
@@ -131,9 +132,7 @@ class AsyncDispatcher:
         finally:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
-            recorder.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await recorder
+            await cancel_and_wait([recorder], nudge=0.5)
             self._http_threads.shutdown()
             self._deliverer.close()
 

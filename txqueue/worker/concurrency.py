@@ -1,4 +1,5 @@
-"""Concurrency primitives of the worker: counted slots and a pool of daemon threads.
+"""Concurrency primitives of the worker: counted slots, a pool of daemon threads, and
+cancelling tasks for good.
 
 Sync handlers run on daemon threads, not asyncio's default executor: a handler still running
 when the shutdown grace period ends must not keep the process alive (its lease is released
@@ -12,10 +13,10 @@ import concurrent.futures
 import contextvars
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["DaemonThreadPool", "Slots"]
+__all__ = ["DaemonThreadPool", "Slots", "cancel_and_wait"]
 
 T = TypeVar("T")
 
@@ -155,3 +156,24 @@ class DaemonThreadPool:
         """Let idle threads end; busy ones end after their call (they never block exit)."""
         for _ in self._threads:
             self._work.put(None)
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]], nudge: float) -> None:
+    """Cancel ``tasks`` and wait until each is done, cancelling again every ``nudge``
+    seconds the ones still running; their outcomes are retrieved (as ``gather`` with
+    ``return_exceptions`` does).
+
+    One cancel is not always enough: before Python 3.12, ``asyncio.wait_for`` loses a
+    cancellation that arrives as the awaitable it waits for completes (psycopg_pool waits
+    for a connection so), and the task carries on as if never cancelled. A worker hung at
+    shutdown that way, its queue poller back asleep and awaited forever.
+    """
+    everything = list(tasks)
+    pending = {task for task in everything if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=nudge)
+    for task in everything:
+        if not task.cancelled():
+            task.exception()

@@ -33,7 +33,7 @@ from txqueue.errors import InvalidArgument, NotFound, TxqueueError
 from txqueue.models import Message
 from txqueue.worker.acks import AckBatcher
 from txqueue.worker.app import App, HandlerSpec
-from txqueue.worker.concurrency import DaemonThreadPool, Slots
+from txqueue.worker.concurrency import DaemonThreadPool, Slots, cancel_and_wait
 from txqueue.worker.leases import Lease, LeaseKeeper
 from txqueue.worker.observe import Stats
 from txqueue.worker.outcomes import Outcome, OutcomeKind
@@ -62,6 +62,11 @@ QUICK = 0.025
 AVERAGE_WEIGHT = 0.1
 #: How often queue counts are read for metrics and the status line.
 POLL_SECONDS = 2.0
+#: At shutdown, how long a cancelled task may run on before it is cancelled again
+#: (``concurrency.cancel_and_wait``). Handlers get longer: cancelled, they release their
+#: leases, which a second cancel would cut short.
+BACKGROUND_NUDGE_SECONDS = 0.5
+HANDLER_NUDGE_SECONDS = 5.0
 #: The log level of each outcome (others: WARNING).
 _LEVELS = {
     OutcomeKind.ACKED: logging.DEBUG,
@@ -221,9 +226,7 @@ class Worker:
             if frozen:
                 gc.unfreeze()  # collectable again, as before the worker started
             self._remove_signals()
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            await cancel_and_wait(background, nudge=BACKGROUND_NUDGE_SECONDS)
             await acks.close()
             pool.shutdown()
             if not self._abandoned_in_transaction:  # else its thread still uses that pool
@@ -505,9 +508,8 @@ class Worker:
         """Release what waits for a place, give running handlers ``grace`` to finish, then
         abandon the rest."""
         waiting = [self._tasks[key] for key in self._waiting if key in self._tasks]
-        for task in waiting:
-            task.cancel()  # not started: its lease is released at once
-        await asyncio.gather(*waiting, return_exceptions=True)
+        # Not started: cancelled, each releases its lease at once.
+        await cancel_and_wait(waiting, nudge=HANDLER_NUDGE_SECONDS)
         pending = set(self._tasks.values())
         if pending and not self._force.is_set():
             log.info(
@@ -521,9 +523,7 @@ class Worker:
         pending = {task for task in self._tasks.values() if not task.done()}
         if pending:
             log.warning("releasing the leases of %d unfinished handler(s)", len(pending))
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await cancel_and_wait(pending, nudge=HANDLER_NUDGE_SECONDS)
 
     # ---- observability ------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Slots and the daemon thread pool."""
+"""Slots, the daemon thread pool, and cancelling tasks for good."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from txqueue.worker.concurrency import DaemonThreadPool, Slots
+from txqueue.worker.concurrency import DaemonThreadPool, Slots, cancel_and_wait
 
 
 async def test_take_takes_what_is_free_and_waits_when_none_is() -> None:
@@ -100,3 +100,32 @@ def test_every_call_up_to_the_size_runs_at_once() -> None:
         pool = DaemonThreadPool(8)
         asyncio.run(submit_all(pool, threading.Barrier(8, timeout=5)))
         pool.shutdown()
+
+
+async def test_a_task_that_lost_its_cancellation_is_cancelled_again() -> None:
+    """As a task does whose cancel ``asyncio.wait_for`` swallowed (Python < 3.12): it goes
+    on as if never cancelled. A single cancel and ``gather`` would wait for it forever."""
+    lost = 0
+
+    async def loses_the_first_cancel() -> None:
+        nonlocal lost
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            lost += 1
+        await asyncio.sleep(3600)
+
+    async def fails() -> None:
+        raise RuntimeError("retrieved, not raised")
+
+    stubborn = asyncio.create_task(loses_the_first_cancel())
+    failed = asyncio.create_task(fails())
+    await asyncio.sleep(0)
+    once = asyncio.ensure_future(asyncio.gather(stubborn, return_exceptions=True))
+    stubborn.cancel()
+    done, _ = await asyncio.wait({once}, timeout=0.1)
+    assert not done and lost == 1, "one cancel was lost: gather still waits"
+    await asyncio.wait_for(cancel_and_wait([stubborn, failed], nudge=0.05), 5)
+    assert stubborn.cancelled() and lost == 1
+    assert isinstance(failed.exception(), RuntimeError)
+    await once
