@@ -90,3 +90,31 @@ def test_receive_and_renew_update_rows_in_place(db: txqueue.Database, pg_databas
         assert total - updated == MESSAGES
         # the pages are pruned of the versions the receive left dead, and have room again
         assert total_in_place - in_place >= 0.8 * MESSAGES, (total, total_in_place)
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_next_ready_reads_the_index_past_leased_messages(
+    db: txqueue.Database, pg_database_url: str, plan_cache_mode: str
+) -> None:
+    """How long an idle receiver sleeps: found from the head of the ready index (the leased
+    messages there, then the first unleased one), never by reading the whole queue."""
+    with psycopg.connect(pg_database_url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO jobs (jobid, payload, deliver_time) SELECT i, 'x',"
+            " now() + i * interval '1 ms' FROM generate_series(1000, 20000) i"
+        )
+        connection.execute("ANALYZE jobs")
+    leased = db.receive_now("jobs", max_batch_size=50, lease_duration=LEASE)
+    statements = queue_statements(db.queue("jobs"), db._driver.deliver_column)  # type: ignore[attr-defined]
+    with psycopg.connect(pg_database_url, autocommit=True) as connection:
+        connection.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+        connection.execute(
+            "PREPARE next_ready AS " + statements.next_ready.replace("%(now)s", "$1")
+        )
+        plan = "\n".join(
+            row[0] for row in connection.execute("EXPLAIN EXECUTE next_ready(NULL)").fetchall()
+        )
+        [[seconds]] = connection.execute("EXECUTE next_ready(NULL)").fetchall()
+    assert len(leased) == 50
+    assert "Seq Scan" not in plan, plan
+    assert seconds <= 0  # the 51st message is ready now
