@@ -413,11 +413,27 @@ async def test_a_delivery_leaves_no_reference_cycle_and_the_heap_is_frozen_while
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
         kinds = {type(found) for found in gc.garbage}
+        found = _garbage_summary(gc.garbage)
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
     assert len(frozen_while_handling) == 50 and min(frozen_while_handling) > 0
     assert gc.get_freeze_count() == 0  # unfrozen when the worker stopped
-    assert not kinds & {Handling, Lease, txqueue.Message}, kinds
+    assert not kinds & {Handling, Lease, txqueue.Message}, found
     await db.close()
+
+
+def _garbage_summary(garbage: list[object]) -> str:
+    """What a failed cycle check found: object types by count, and where each exception in
+    the garbage was raised (its traceback's frames), which names the code that made a cycle."""
+    import collections
+    import traceback
+
+    counts = collections.Counter(type(item).__qualname__ for item in garbage)
+    lines = [", ".join(f"{name} x{count}" for name, count in counts.most_common(25))]
+    for item in garbage:
+        if isinstance(item, BaseException):
+            lines.append(f"{item!r}:")
+            lines += traceback.format_tb(item.__traceback__)
+    return "\n".join(lines)
