@@ -148,6 +148,6 @@ def test_closing_removes_sockets_left_by_killed_receivers(directory: str) -> Non
     closing = wakeup.WakeupSocket(directory)
     closing.close()
     assert os.listdir(directory) == [os.path.basename(live.path)]
-    assert not live.drain("Jobs")  # the sweep's datagram names no queue
+    assert not live.drain("Jobs")  # the sweep sent it nothing
     live.close()
     assert not os.path.exists(directory)

@@ -132,8 +132,29 @@ class WakeupSocket:
         self.socket.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
-        # Sockets of receivers killed without closing refuse an (empty) datagram and are
-        # removed by it; live ones read it as a wake-up for no queue and go on waiting.
-        notify(self.directory, [])
-        with contextlib.suppress(OSError):  # not empty: another receiver still waits there
+        try:
             os.rmdir(self.directory)
+        except OSError:  # not empty: other receivers, or sockets of killed ones
+            _remove_dead_sockets(self.directory)
+            with contextlib.suppress(OSError):  # another receiver still waits there
+                os.rmdir(self.directory)
+
+
+def _remove_dead_sockets(directory: str) -> None:
+    """Remove the sockets no receiver holds any more (their process was killed): connecting
+    to one is refused. Connecting sends nothing, so live receivers are not woken."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.connect(path)
+            except (ConnectionRefusedError, FileNotFoundError):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            except OSError:
+                pass  # not ours to judge (another user's, say): leave it
+    _listings.pop(directory, None)
