@@ -15,6 +15,8 @@ from rich.table import Table
 from txqueue.bench import workloads
 from txqueue.cli.common import database_option
 
+_SYSTEMS = ("raw", "txqueue")
+
 
 @click.command()
 @database_option
@@ -68,8 +70,10 @@ def bench(
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmarking", total=len(plan) * 2 * repeats)
         for label, spec in plan:
-            for system in ("raw", "txqueue"):
-                for _ in range(repeats):
+            for attempt in range(repeats):
+                # The two systems alternate, each first in every other round, so that a slow
+                # spell of a shared machine (a disk stalling on fsync) weighs on both.
+                for system in _SYSTEMS if attempt % 2 == 0 else _SYSTEMS[::-1]:
                     progress.update(task, description=f"{label}: {system}")
                     results.setdefault(label, {}).setdefault(system, []).append(
                         _run(system, database, messages, rate, workers, spec, keys)
