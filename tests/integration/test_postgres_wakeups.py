@@ -170,3 +170,27 @@ def test_a_send_in_the_applications_transaction_notifies_at_its_commit(
 
         app.commit()
         assert [n.payload for n in _notifies(listener, 2.0)] == ["jobs"]
+
+
+def test_a_notify_that_arrives_while_the_receiver_runs_a_statement_still_wakes_it(
+    pg_database_url: str,
+) -> None:
+    """A receiver runs statements between its waits (receive, ``seconds_until_ready``); a
+    NOTIFY that reaches its connection during one must still end the next wait at once.
+    psycopg keeps such notifications for ``notifies()`` from 3.2.4 on (before, they were
+    dropped, and the receiver slept until its 1 s fallback poll): hence the dependency's
+    lower bound."""
+    with txqueue.connect(pg_database_url) as db:
+        db.update_ddl([QUEUE])
+        jobs = db.queue("jobs")
+        receiver = db._driver.open_receiver(jobs)  # LISTENs
+        try:
+            with psycopg.connect(pg_database_url, autocommit=True) as other:
+                other.execute("SELECT pg_notify('txqueue', 'jobs')")
+            assert receiver.seconds_until_ready(jobs) is None  # the NOTIFY arrives meanwhile
+            started = time.monotonic()
+            receiver.wait(10.0)
+            waited = time.monotonic() - started
+        finally:
+            receiver.close()
+    assert waited < 0.9, f"the wait ran {waited:.2f} s: the NOTIFY was lost"
