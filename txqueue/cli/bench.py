@@ -118,10 +118,17 @@ def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Tab
         raw, ours = _median(systems["raw"], key), _median(systems["txqueue"], key)
         if key == "p50_ms":
             raw99, ours99 = _median(systems["raw"], "p99_ms"), _median(systems["txqueue"], "p99_ms")
-            table.add_row(label + " p50/p99 ms", f"{raw} / {raw99}", f"{ours} / {ours99}", "")
+            table.add_row(
+                label + " p50/p99 ms", _milliseconds(raw, raw99), _milliseconds(ours, ours99), ""
+            )
             continue
         ratio = f"{ours / raw:.0%}" if raw and ours else "-"
         table.add_row(
             label + " msg/s", f"{raw:,.0f}" if raw else "-", f"{ours:,.0f}" if ours else "-", ratio
         )
     return table
+
+
+def _milliseconds(p50: float | None, p99: float | None) -> str:
+    """``p50 / p99`` to a tenth of a millisecond (a median of two runs is their mean)."""
+    return " / ".join("-" if value is None else f"{value:.1f}" for value in (p50, p99))
