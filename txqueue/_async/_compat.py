@@ -60,6 +60,12 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+# ``asyncio.wait`` rather than ``asyncio.wait_for`` below: before Python 3.12, ``wait_for``
+# returns the result of an awaitable that completes in the same turn of the loop as the
+# caller's cancellation, and the cancellation is lost (a cancelled receive stream went on
+# until its max_duration). ``asyncio.wait`` raises the caller's CancelledError either way.
+
+
 async def wait_readable(sock: socket.socket, timeout: float) -> bool:
     """Wait until ``sock`` is readable or ``timeout`` passes; True when readable."""
     loop = asyncio.get_running_loop()
@@ -71,18 +77,36 @@ async def wait_readable(sock: socket.socket, timeout: float) -> bool:
 
     loop.add_reader(sock.fileno(), wake)
     try:
-        await asyncio.wait_for(ready, max(timeout, 0.0))
-        return True
-    except asyncio.TimeoutError:
-        return False
+        done, _ = await asyncio.wait({ready}, timeout=max(timeout, 0.0))
+        return bool(done)
     finally:
         loop.remove_reader(sock.fileno())
 
 
 async def acquire(lock: asyncio.Lock, timeout: float) -> bool:
-    """Take ``lock`` within ``timeout`` seconds; False when it could not."""
+    """Take ``lock`` within ``timeout`` seconds; False when it could not. When the wait ends
+    (timeout, or this task cancelled) just as the lock was granted, the lock is given back."""
+    taking: asyncio.Future[bool] = asyncio.ensure_future(lock.acquire())
     try:
-        await asyncio.wait_for(lock.acquire(), timeout)
-    except asyncio.TimeoutError:
-        return False
-    return True
+        done, _ = await asyncio.wait({taking}, timeout=timeout)
+    except BaseException:
+        _abandon(taking, lock)
+        raise
+    if done:
+        return taking.result()
+    _abandon(taking, lock)
+    return False
+
+
+def _abandon(taking: asyncio.Future[bool], lock: asyncio.Lock) -> None:
+    """Stop waiting for ``lock``: cancel the acquisition, or release what it took."""
+
+    def release_if_taken(task: asyncio.Future[bool]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            lock.release()
+
+    if taking.done():
+        release_if_taken(taking)
+    else:
+        taking.cancel()  # asyncio.Lock gives a granted lock back when its taker is cancelled
+        taking.add_done_callback(release_if_taken)

@@ -18,7 +18,6 @@ applies from the next attempt on, without a restart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import threading
@@ -162,8 +161,13 @@ class AsyncDispatcher:
                 await close()  # releases received messages not handed out yet
 
     async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        """Sleep ``seconds`` unless the dispatcher starts stopping (not ``wait_for``: before
+        Python 3.12 it loses a cancellation that lands as the stop is set)."""
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({stopping}, timeout=seconds)
+        finally:
+            stopping.cancel()
 
     async def _purge(self) -> None:
         try:

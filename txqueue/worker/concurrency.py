@@ -66,12 +66,13 @@ class Slots:
                 waiter = loop.create_future()
                 self._waiters.append(waiter)
                 try:
-                    await asyncio.wait_for(waiter, remaining)
-                except asyncio.TimeoutError:
-                    break
+                    # not wait_for: before 3.12 it loses a cancel that lands as a place frees
+                    done, _ = await asyncio.wait({waiter}, timeout=remaining)
                 finally:
                     if waiter in self._waiters:
                         self._waiters.remove(waiter)
+                if not done:
+                    break
         taken = min(most, self.size - self.used)
         self.used += taken
         return taken
