@@ -58,6 +58,8 @@ def test_bench_runs_every_workload_on_both_systems(database_url: str, tmp_path: 
                 assert (run["handled"], run["duplicates"]) == (MESSAGES, 0), (label, system)
             else:
                 assert run["p50_ms"] is not None and run["p99_ms"] >= run["p50_ms"], run
+                assert run["after_commit_p99_ms"] >= run["after_commit_p50_ms"] > 0, run
+                assert run["commit_p99_ms"] > 0, run
     assert "txqueue / raw" in result.output
 
 

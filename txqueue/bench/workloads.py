@@ -47,7 +47,7 @@ def _worker(
 
     def on_message(body: bytes) -> None:
         if latencies is not None:
-            latencies.put(time.time() - json.loads(body)["ts"])
+            latencies.put((json.loads(body)["seq"], time.time()))
         with count.get_lock():
             count.value += 1
 
@@ -117,10 +117,16 @@ def drain(
 def latency(
     kind: str, url: str, messages: int, rate: float, batch: int, keys: str = "random"
 ) -> dict[str, Any]:
-    """W3: one worker consumes while messages are sent one per transaction at ``rate``/s."""
+    """W3: one worker consumes while messages are sent one per transaction at ``rate``/s.
+
+    Each latency runs from before the send to the consumer holding the message; it is also
+    split at the return of the send's commit: ``commit_*`` is the producer's own statement,
+    ``after_commit_*`` the wake-up and the receive (where a consumer that falls behind
+    shows)."""
     system = make_system(kind, url, keys)
     context = multiprocessing.get_context("spawn")
     latencies = context.Queue()
+    sent: dict[int, tuple[float, float]] = {}
     try:
         system.setup()
         processes, go, stop, count = _start_workers(kind, url, 1, batch, latencies)
@@ -131,22 +137,35 @@ def latency(
             pause = due - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
+            before = time.time()
             system.send([payload(sequence)], 1)
+            sent[sequence] = (before, time.time())
         sent_for = time.perf_counter() - started
         deadline = time.monotonic() + 60
         while count.value < messages and time.monotonic() < deadline:
             time.sleep(0.01)
         stop.set()
-        samples = sorted(latencies.get() * 1000 for _ in range(count.value))
+        held = [latencies.get() for _ in range(count.value)]
         for process in processes:
             process.join(10)
     finally:
         system.close()
-    if not samples:
+    if not held:
         return {"p50_ms": None, "p99_ms": None, "achieved_rate": 0.0}
+    total = [(at - sent[sequence][0]) * 1000 for sequence, at in held]
+    commit = [(sent[sequence][1] - sent[sequence][0]) * 1000 for sequence, _ in held]
+    after = [(at - sent[sequence][1]) * 1000 for sequence, at in held]
     return {
-        "p50_ms": round(statistics.median(samples), 2),
-        "p99_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.99))], 2),
-        "max_ms": round(samples[-1], 2),
+        "p50_ms": round(statistics.median(total), 2),
+        "p99_ms": _percentile(total, 99),
+        "max_ms": round(max(total), 2),
+        "commit_p99_ms": _percentile(commit, 99),
+        "after_commit_p50_ms": round(statistics.median(after), 2),
+        "after_commit_p99_ms": _percentile(after, 99),
         "achieved_rate": round(messages / sent_for, 1),
     }
+
+
+def _percentile(values: list[float], percent: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * percent / 100))], 2)

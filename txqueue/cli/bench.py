@@ -121,6 +121,14 @@ def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Tab
             table.add_row(
                 label + " p50/p99 ms", _milliseconds(raw, raw99), _milliseconds(ours, ours99), ""
             )
+            after = [
+                _milliseconds(
+                    _median(systems[system], "after_commit_p50_ms"),
+                    _median(systems[system], "after_commit_p99_ms"),
+                )
+                for system in _SYSTEMS
+            ]
+            table.add_row("  after the send's commit", *after, "")
             continue
         ratio = f"{ours / raw:.0%}" if raw and ours else "-"
         table.add_row(
