@@ -83,11 +83,20 @@ def notify(directory: str, queues: Iterable[str]) -> None:
         try:
             _sender.sendto(payload, path)
         except OSError as error:
-            if error.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-                _listings.pop(directory, None)
+            _forget_if_dead(directory, path, error)
             # EAGAIN: the receiver has unread wake-ups already; one more adds nothing.
+
+
+#: What sending to (or connecting to) a socket no receiver holds any more raises.
+_DEAD = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK)
+
+
+def _forget_if_dead(directory: str, path: str, error: OSError) -> None:
+    """Remove ``path`` when ``error`` says no receiver holds it (its process was killed)."""
+    if error.errno in _DEAD:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        _listings.pop(directory, None)
 
 
 #: How often a receiver tries to bind when the directory vanishes between creating it and
@@ -152,9 +161,5 @@ def _remove_dead_sockets(directory: str) -> None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
             try:
                 probe.connect(path)
-            except (ConnectionRefusedError, FileNotFoundError):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            except OSError:
-                pass  # not ours to judge (another user's, say): leave it
-    _listings.pop(directory, None)
+            except OSError as error:  # a live one (another user's, say) is left alone
+                _forget_if_dead(directory, path, error)
