@@ -351,6 +351,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     # A leased message stays where it is in the ready index; its lease gates it instead: it
     # is receivable again once the lease expired and its redelivery backoff passed.
     gate = lease_gate("_txq_lease_expiration", "_txq_delivery_count")
+    leased_receivable = f"greatest({ready}, {gate})"  # of a row under a lease, expired or not
     due = (
         f"{ready} <= {statement_now}"
         f" AND (_txq_lease_expiration IS NULL OR {gate} <= {statement_now})"
@@ -385,7 +386,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f"WITH first AS (SELECT {ready} AS ready FROM {name}"
             f" WHERE _txq_lease_expiration IS NULL ORDER BY {ready} LIMIT 1)"
             f" SELECT extract(epoch FROM least((SELECT ready FROM first),"
-            f" (SELECT min(greatest({ready}, {gate})) FROM {name}"
+            f" (SELECT min({leased_receivable}) FROM {name}"
             f" WHERE {ready} < coalesce((SELECT ready FROM first), 'infinity')"
             f" AND _txq_lease_expiration IS NOT NULL)) - {now})::float8"
         ),
@@ -457,7 +458,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f"WITH clock AS (SELECT {now} AS now),"
             f" q AS (SELECT {deliver} AS deliver, _txq_lease_expiration AS expiration,"
             f" CASE WHEN _txq_lease_expiration IS NULL THEN {ready}"
-            f" ELSE greatest({ready}, {gate}) END AS receivable FROM {name})"
+            f" ELSE {leased_receivable} END AS receivable FROM {name})"
             " SELECT count(*) FILTER (WHERE receivable <= clock.now),"
             " count(*) FILTER (WHERE expiration > clock.now),"
             " count(*) FILTER (WHERE receivable > clock.now"
