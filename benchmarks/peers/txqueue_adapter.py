@@ -11,7 +11,6 @@ lease token (fenced ack), i.e. the library's own per-message semantics.
 from __future__ import annotations
 
 import os
-import uuid
 from datetime import timedelta
 
 from .base import Adapter, ThreadedConsumeMixin
@@ -143,7 +142,7 @@ class TxQueue(ThreadedConsumeMixin, Adapter):
         for i in range(0, len(payloads), batch):
             with db.batch() as b:
                 for p in payloads[i : i + batch]:
-                    b.send(queue="BenchQ", key=(uuid.uuid4().hex,), payload=p)
+                    b.send(queue="BenchQ", key=(os.urandom(16).hex(),), payload=p)
 
     def admin_open(self):
         self._admin = self._connect()

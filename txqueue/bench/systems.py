@@ -12,7 +12,6 @@ import os
 import secrets
 import sqlite3
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import timedelta
@@ -56,9 +55,11 @@ class System(ABC):
 
 
 def random_key() -> str:
-    """A random key (UUID4 hex), as the shared harness sends: every insert lands at a random
-    place in the primary key's index."""
-    return uuid.uuid4().hex
+    """A random key of 32 hex digits (the shape of the shared harness's UUID4 hex keys):
+    every insert lands at a random place in the primary key's index. Made from the bytes
+    directly: ``uuid.uuid4().hex`` costs ~2 µs of the client's CPU, a quarter of a batched
+    send's, and raw SQL's numbered rows make no key at all."""
+    return os.urandom(16).hex()
 
 
 def ordered_key() -> str:

@@ -11,6 +11,10 @@ since its last round. The NOTIFYs of many commits coalesce: at most one round pe
 ``SPACING``, and the next round starts as soon as one is owed after that. A NOTIFY that
 fails (connection dropped, server restarting) is not retried: receivers look again on
 their own within the driver's fallback poll, as they do for a NOTIFY that never came.
+
+A round is one simple-protocol query of ``pg_notify`` calls on literals, run by libpq itself
+(``PGconn.exec_``, without the GIL): through a cursor it cost ~170 µs of CPU a round while
+the sender's commits ran beside it, about a quarter of a lone send's (fifteenth round).
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.pq import ExecStatus
 
 from txqueue.drivers.postgres.statements import CHANNEL
 
@@ -32,8 +39,6 @@ log = logging.getLogger("txqueue.postgres")
 
 #: The shortest time between two NOTIFY rounds: a burst of commits shares one.
 SPACING = 0.002
-#: Sends one NOTIFY per queue name; ``synchronous_commit`` off: it protects nothing durable.
-NOTIFY = "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
 #: How long ``close`` waits for the last round.
 CLOSE_TIMEOUT = 5.0
 
@@ -96,23 +101,34 @@ class Notifier:
                     closing = self._closing
                 if owed:
                     last = time.monotonic()
-                    connection = self._notify(connection, sorted(owed))
+                    connection = self._notify(connection, tuple(sorted(owed)))
                 if closing:
                     return
         finally:
             if connection is not None:
                 connection.close()
 
-    def _notify(self, connection: Any, queues: list[str]) -> Any:
+    def _notify(self, connection: Any, queues: tuple[str, ...]) -> Any:
         """One NOTIFY round; returns the connection to use next (None after a failure)."""
         try:
             if connection is None:
                 connection = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
+                # It protects nothing durable: a crash ends every listener too.
                 connection.execute("SET synchronous_commit = off")
-            connection.execute(NOTIFY, [CHANNEL, queues], prepare=True)
+            result = connection.pgconn.exec_(notify_query(queues))
+            if result.status != ExecStatus.TUPLES_OK:
+                message = result.error_message.decode(errors="replace").strip()
+                raise psycopg.OperationalError(message or f"status {result.status}")
             return connection
         except psycopg.Error as error:
-            log.warning("NOTIFY of %s failed (receivers look again): %s", queues, error)
+            log.warning("NOTIFY of %s failed (receivers look again): %s", list(queues), error)
             if connection is not None:
                 connection.close()
             return None
+
+
+@lru_cache(maxsize=256)
+def notify_query(queues: tuple[str, ...]) -> bytes:
+    """One ``pg_notify`` per queue, in one statement of literals."""
+    calls = (sql.SQL("pg_notify({}, {})").format(CHANNEL, queue) for queue in queues)
+    return sql.SQL("SELECT {}").format(sql.SQL(", ").join(calls)).as_bytes(None)

@@ -20,7 +20,6 @@ __all__ = [
     "CHANNEL",
     "COMMIT_MARKER",
     "FORGET_COMMITS",
-    "NOTIFY_AFTER_COMMIT",
     "NOTIFY_SENT",
     "QueueStatements",
     "create_index",
@@ -92,16 +91,6 @@ def with_commit_marker(statement: str) -> str:
 #: NOTIFYs receivers of the queues a transaction sent to (delivered at COMMIT). Used inside
 #: an application's own transaction only, whose COMMIT txqueue does not see.
 NOTIFY_SENT = "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
-#: The NOTIFY sent right after a COMMIT, in the same pipeline but as a transaction of its
-#: own (a statement outside BEGIN is one), committed asynchronously. PostgreSQL holds one
-#: cluster-wide lock from a notifying transaction's pre-commit until its commit is flushed,
-#: so a NOTIFY inside the sending transaction serialises every sender's WAL flush (River
-#: found this with a NOTIFY per insert); this one has nothing to flush and holds it for
-#: microseconds. Nothing durable depends on it: a crash ends every listener too.
-NOTIFY_AFTER_COMMIT = (
-    "SELECT set_config('synchronous_commit', 'off', true),"
-    " count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
-)
 #: Marker slots of connections gone for a day (their rows are never needed again).
 FORGET_COMMITS = "DELETE FROM txqueue_commits WHERE touched < now() - interval '1 day'"
 
