@@ -11,7 +11,6 @@ behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -49,6 +48,7 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
+from txqueue.drivers.postgres.connections import AsyncPooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
@@ -93,13 +93,13 @@ class AsyncPostgresReceiver:
 
     async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         with map_errors():
-            cursor = await self._connection.execute(sql, arguments, binary=True)
+            cursor = await self._connection.execute_kept(sql, arguments, binary=True)
             return list(await cursor.fetchall())
 
     async def seconds_until_ready(self, queue: Table) -> float | None:
         statements = queue_statements(queue, self._driver.deliver_column)
         with map_errors():
-            cursor = await self._connection.execute(
+            cursor = await self._connection.execute_kept(
                 statements.next_ready, {"now": self._driver.clock()}
             )
             row = await cursor.fetchone()
@@ -141,6 +141,7 @@ class AsyncPostgresDriver:
         self._conninfo = conninfo
         self._pool = AsyncConnectionPool(
             conninfo,
+            connection_class=AsyncPooledConnection,
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
@@ -150,7 +151,6 @@ class AsyncPostgresDriver:
         )
         self.deliver_column = DELIVER_TIME[Dialect.POSTGRESQL]
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
-        self._slots: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._notifier = Notifier(conninfo)
         self.floors = ReceiveFloors()
 
@@ -164,7 +164,7 @@ class AsyncPostgresDriver:
         )
         cursor.nextset()
         row = await cursor.fetchone()
-        self._slots[connection] = str(row[0]) if row else f"{connection.info.backend_pid}@"
+        connection.commit_slot = str(row[0]) if row else f"{connection.info.backend_pid}@"
 
     def notify(self, queues: Iterable[str]) -> None:
         """Wake receivers of ``queues``: their committed sends are there (no I/O here). This
@@ -173,10 +173,6 @@ class AsyncPostgresDriver:
         queues = list(queues)
         self.floors.forget(queues)
         self._notifier.owe(queues)
-
-    def commit_slot(self, connection: Any) -> str:
-        """The slot whose commit marker ``connection``'s transactions write."""
-        return self._slots[connection]
 
     async def open(self) -> None:
         with map_errors():
@@ -195,7 +191,7 @@ class AsyncPostgresDriver:
         connection = await self.get()
         try:
             with map_errors():
-                cursor = await connection.execute(sql, params, binary=binary)
+                cursor = await connection.execute_kept(sql, params, binary=binary)
                 # The result's field count, not cursor.description: that builds a Column per
                 # field on every access (~7 µs for receive's six), and only "any?" matters.
                 result = cursor.pgresult

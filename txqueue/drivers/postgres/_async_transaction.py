@@ -268,6 +268,8 @@ class AsyncPostgresTransaction:
         implicit = bool(grouped) and not (self._begun or self._read_only)
         # One statement alone goes without a pipeline (psycopg's costs ~80 µs of CPU more).
         alone = implicit and len(grouped) == 1
+        # Alone, it runs on the connection's kept cursor (its result is not read).
+        execute = self._connection.execute_kept if alone else self._connection.execute
         with map_errors():
             try:
                 async with nullcontext() if alone else self._connection.pipeline():
@@ -278,7 +280,7 @@ class AsyncPostgresTransaction:
                         sql, arguments = commit_statement(items, deliver, number)
                         if marker:  # the first run's statement carries the marker too
                             sql, arguments = with_commit_marker(sql), [*marker, *arguments]
-                        await self._connection.execute(sql, arguments)
+                        await execute(sql, arguments)
                         marker = []
                     if not implicit:
                         await self._end_in_pipeline(marker)
@@ -296,7 +298,7 @@ class AsyncPostgresTransaction:
     def _new_marker(self) -> list[Any]:
         """The arguments of this commit's marker: the connection's slot, a fresh token."""
         self._token = random.getrandbits(63)
-        return [self._driver.commit_slot(self._connection), self._token]
+        return [self._connection.commit_slot, self._token]
 
     async def _end_in_pipeline(self, marker: list[Any]) -> None:
         """Inside the commit's pipeline: the commit marker unless a run's statement carried
@@ -398,7 +400,7 @@ class AsyncPostgresTransaction:
         """The connection dropped during the commit's pipeline: did COMMIT happen?"""
         if self._token is None:
             raise error  # a read-only transaction: there is nothing to resolve
-        slot = self._driver.commit_slot(self._connection)
+        slot = self._connection.commit_slot
         outcome = await self._driver.resolve_commit(slot, self._token)
         if outcome == "committed":
             return

@@ -12,7 +12,6 @@ behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -50,6 +49,7 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
+from txqueue.drivers.postgres.connections import PooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
@@ -94,13 +94,15 @@ class PostgresReceiver:
 
     def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         with map_errors():
-            cursor = self._connection.execute(sql, arguments, binary=True)
+            cursor = self._connection.execute_kept(sql, arguments, binary=True)
             return list(cursor.fetchall())
 
     def seconds_until_ready(self, queue: Table) -> float | None:
         statements = queue_statements(queue, self._driver.deliver_column)
         with map_errors():
-            cursor = self._connection.execute(statements.next_ready, {"now": self._driver.clock()})
+            cursor = self._connection.execute_kept(
+                statements.next_ready, {"now": self._driver.clock()}
+            )
             row = cursor.fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
@@ -140,6 +142,7 @@ class PostgresDriver:
         self._conninfo = conninfo
         self._pool = ConnectionPool(
             conninfo,
+            connection_class=PooledConnection,
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
@@ -149,7 +152,6 @@ class PostgresDriver:
         )
         self.deliver_column = DELIVER_TIME[Dialect.POSTGRESQL]
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
-        self._slots: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._notifier = Notifier(conninfo)
         self.floors = ReceiveFloors()
 
@@ -163,7 +165,7 @@ class PostgresDriver:
         )
         cursor.nextset()
         row = cursor.fetchone()
-        self._slots[connection] = str(row[0]) if row else f"{connection.info.backend_pid}@"
+        connection.commit_slot = str(row[0]) if row else f"{connection.info.backend_pid}@"
 
     def notify(self, queues: Iterable[str]) -> None:
         """Wake receivers of ``queues``: their committed sends are there (no I/O here). This
@@ -172,10 +174,6 @@ class PostgresDriver:
         queues = list(queues)
         self.floors.forget(queues)
         self._notifier.owe(queues)
-
-    def commit_slot(self, connection: Any) -> str:
-        """The slot whose commit marker ``connection``'s transactions write."""
-        return self._slots[connection]
 
     def open(self) -> None:
         with map_errors():
@@ -194,7 +192,7 @@ class PostgresDriver:
         connection = self.get()
         try:
             with map_errors():
-                cursor = connection.execute(sql, params, binary=binary)
+                cursor = connection.execute_kept(sql, params, binary=binary)
                 # The result's field count, not cursor.description: that builds a Column per
                 # field on every access (~7 µs for receive's six), and only "any?" matters.
                 result = cursor.pgresult

@@ -267,6 +267,8 @@ class PostgresTransaction:
         implicit = bool(grouped) and not (self._begun or self._read_only)
         # One statement alone goes without a pipeline (psycopg's costs ~80 µs of CPU more).
         alone = implicit and len(grouped) == 1
+        # Alone, it runs on the connection's kept cursor (its result is not read).
+        execute = self._connection.execute_kept if alone else self._connection.execute
         with map_errors():
             try:
                 with nullcontext() if alone else self._connection.pipeline():
@@ -277,7 +279,7 @@ class PostgresTransaction:
                         sql, arguments = commit_statement(items, deliver, number)
                         if marker:  # the first run's statement carries the marker too
                             sql, arguments = with_commit_marker(sql), [*marker, *arguments]
-                        self._connection.execute(sql, arguments)
+                        execute(sql, arguments)
                         marker = []
                     if not implicit:
                         self._end_in_pipeline(marker)
@@ -295,7 +297,7 @@ class PostgresTransaction:
     def _new_marker(self) -> list[Any]:
         """The arguments of this commit's marker: the connection's slot, a fresh token."""
         self._token = random.getrandbits(63)
-        return [self._driver.commit_slot(self._connection), self._token]
+        return [self._connection.commit_slot, self._token]
 
     def _end_in_pipeline(self, marker: list[Any]) -> None:
         """Inside the commit's pipeline: the commit marker unless a run's statement carried
@@ -397,7 +399,7 @@ class PostgresTransaction:
         """The connection dropped during the commit's pipeline: did COMMIT happen?"""
         if self._token is None:
             raise error  # a read-only transaction: there is nothing to resolve
-        slot = self._driver.commit_slot(self._connection)
+        slot = self._connection.commit_slot
         outcome = self._driver.resolve_commit(slot, self._token)
         if outcome == "committed":
             return
