@@ -93,7 +93,7 @@ class AsyncPostgresReceiver:
 
     async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         with map_errors():
-            cursor = await self._connection.execute_kept(sql, arguments, binary=True)
+            cursor = await self._connection.execute(sql, arguments, binary=True)
             return list(await cursor.fetchall())
 
     async def seconds_until_ready(self, queue: Table) -> float | None:
@@ -191,7 +191,7 @@ class AsyncPostgresDriver:
         connection = await self.get()
         try:
             with map_errors():
-                cursor = await connection.execute_kept(sql, params, binary=binary)
+                cursor = await connection.execute(sql, params, binary=binary)
                 # The result's field count, not cursor.description: that builds a Column per
                 # field on every access (~7 µs for receive's six), and only "any?" matters.
                 result = cursor.pgresult

@@ -94,7 +94,7 @@ class PostgresReceiver:
 
     def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
         with map_errors():
-            cursor = self._connection.execute_kept(sql, arguments, binary=True)
+            cursor = self._connection.execute(sql, arguments, binary=True)
             return list(cursor.fetchall())
 
     def seconds_until_ready(self, queue: Table) -> float | None:
@@ -192,7 +192,7 @@ class PostgresDriver:
         connection = self.get()
         try:
             with map_errors():
-                cursor = connection.execute_kept(sql, params, binary=binary)
+                cursor = connection.execute(sql, params, binary=binary)
                 # The result's field count, not cursor.description: that builds a Column per
                 # field on every access (~7 µs for receive's six), and only "any?" matters.
                 result = cursor.pgresult
