@@ -70,3 +70,13 @@ def test_ordered_keys_sort_in_the_order_they_were_made() -> None:
     assert prefixes == sorted(prefixes)  # nanoseconds first: creation order
     assert len(set(keys)) == len(keys)
     assert len(random_key()) == 32
+
+
+def test_bench_on_an_unreachable_database_says_so_in_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-directory" / "bench.db"
+    arguments = ["bench", "--database", f"sqlite:///{missing}", "--workload", "send"]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit), result.exception  # not a traceback
+    assert result.output.startswith("Error: Unavailable: "), result.output
+    assert not missing.parent.exists()

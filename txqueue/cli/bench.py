@@ -13,7 +13,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from txqueue.bench import workloads
-from txqueue.cli.common import database_option
+from txqueue.cli.common import database_option, open_database
 
 _SYSTEMS = ("raw", "txqueue")
 
@@ -33,7 +33,7 @@ _SYSTEMS = ("raw", "txqueue")
     type=click.Choice(["random", "ordered"]),
     default="random",
     show_default=True,
-    help="txqueue's message keys: UUID4 hex (as the shared harness), or time-ordered.",
+    help="txqueue's message keys: random, 32 hex digits (as the shared harness's UUID4 hex), or time-ordered.",
 )
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Write JSON here.")
 def bench(
@@ -48,6 +48,7 @@ def bench(
     output: Path | None,
 ) -> None:
     """Measure send, drain and latency for txqueue and the raw baseline, and print ratios."""
+    open_database(database, dialect="googlesql").close()  # unreachable: one clear error, first
     plan: list[tuple[str, dict[str, Any]]] = []
     if workload in ("send", "all"):
         plan += [
