@@ -60,10 +60,18 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-# ``asyncio.wait`` rather than ``asyncio.wait_for`` below: before Python 3.12, ``wait_for``
-# returns the result of an awaitable that completes in the same turn of the loop as the
-# caller's cancellation, and the cancellation is lost (a cancelled receive stream went on
-# until its max_duration). ``asyncio.wait`` raises the caller's CancelledError either way.
+async def done_within(future: asyncio.Future[Any], timeout: float | None) -> bool:
+    """Wait up to ``timeout`` seconds for ``future``; True when it is done. ``future`` is left
+    as it is (not cancelled on timeout).
+
+    txqueue's timed waits go through here rather than ``asyncio.wait_for`` (but the HTTP
+    deliverer's two, each bounded by its timeout): before Python 3.12, ``wait_for`` returns
+    the result of an awaitable that completes in the same turn of the loop as the caller's
+    cancellation, and the cancellation is lost (a cancelled receive stream went on until its
+    max_duration). ``asyncio.wait`` raises it either way.
+    """
+    done, _ = await asyncio.wait({future}, timeout=timeout)
+    return bool(done)
 
 
 async def wait_readable(sock: socket.socket, timeout: float) -> bool:
@@ -77,8 +85,7 @@ async def wait_readable(sock: socket.socket, timeout: float) -> bool:
 
     loop.add_reader(sock.fileno(), wake)
     try:
-        done, _ = await asyncio.wait({ready}, timeout=max(timeout, 0.0))
-        return bool(done)
+        return await done_within(ready, max(timeout, 0.0))
     finally:
         loop.remove_reader(sock.fileno())
 
@@ -88,7 +95,7 @@ async def acquire(lock: asyncio.Lock, timeout: float) -> bool:
     (timeout, or this task cancelled) just as the lock was granted, the lock is given back."""
     taking: asyncio.Future[bool] = asyncio.ensure_future(lock.acquire())
     try:
-        done, _ = await asyncio.wait({taking}, timeout=timeout)
+        done = await done_within(taking, timeout)
     except BaseException:
         _abandon(taking, lock)
         raise

@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import txqueue
+from txqueue._async._compat import done_within
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.schema import ColumnType
 from txqueue.errors import (
@@ -161,11 +162,10 @@ class AsyncDispatcher:
                 await close()  # releases received messages not handed out yet
 
     async def _pause(self, seconds: float) -> None:
-        """Sleep ``seconds`` unless the dispatcher starts stopping (not ``wait_for``: before
-        Python 3.12 it loses a cancellation that lands as the stop is set)."""
+        """Sleep ``seconds`` unless the dispatcher starts stopping."""
         stopping = asyncio.ensure_future(self._stopping.wait())
         try:
-            await asyncio.wait({stopping}, timeout=seconds)
+            await done_within(stopping, seconds)
         finally:
             stopping.cancel()
 

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from txqueue._async._compat import done_within
+
 __all__ = ["DaemonThreadPool", "Slots", "cancel_and_wait"]
 
 T = TypeVar("T")
@@ -66,8 +68,7 @@ class Slots:
                 waiter = loop.create_future()
                 self._waiters.append(waiter)
                 try:
-                    # not wait_for: before 3.12 it loses a cancel that lands as a place frees
-                    done, _ = await asyncio.wait({waiter}, timeout=remaining)
+                    done = await done_within(waiter, remaining)
                 finally:
                     if waiter in self._waiters:
                         self._waiters.remove(waiter)
