@@ -3,10 +3,10 @@
 - ``run_in_transaction`` retries an ``Aborted`` raised by BEGIN too (SQLite's write lock busy
   past ``busy_timeout_ms``), as it does one raised by the function or its commit.
 - The PostgreSQL driver reads the catalog on the DDL transaction's own connection, so
-  ``update_ddl`` works with ``pool_size=1``. Still open (strict xfail): a transaction whose
-  statement names a table missing from the cached catalog reloads the catalog on a second
-  pooled connection, so with every connection of the pool held by such transactions it
-  waits until the pool's 30 s timeout and fails with ``Unavailable``.
+  ``update_ddl`` works with ``pool_size=1``; and a transaction that names a table or queue
+  missing from the cached catalog reloads it on its own connection too. (It took a second
+  pooled connection: with every connection held by such transactions, each waited the
+  pool's 30 s and failed with ``Unavailable``.)
 """
 
 from __future__ import annotations
@@ -55,29 +55,36 @@ def _unknown_table(db: txqueue.Database) -> None:
     db.run_in_transaction(lambda txn: txn.execute_update("DELETE FROM nowhere WHERE id = 1"))
 
 
+def _unknown_queue(db: txqueue.Database) -> None:
+    with db.batch() as batch:
+        batch.send("Nowhere", key=(1,), payload="x")
+
+
+def _unknown_table_after_a_statement(db: txqueue.Database) -> None:
+    def work(txn: Any) -> None:
+        txn.execute_sql("SELECT 1")  # the transaction has begun on its connection
+        txn.insert("Nowhere", ("Id",), [(1,)])
+
+    db.run_in_transaction(work)
+
+
 @pytest.mark.parametrize(
     ("action", "expected"),
     [
         pytest.param(_ddl, "ok", id="update_ddl"),
+        pytest.param(_unknown_table, "NotFound", id="statement-on-an-unknown-table"),
+        pytest.param(_unknown_queue, "NotFound", id="batch-send-to-an-unknown-queue"),
         pytest.param(
-            _unknown_table,
-            "NotFound",
-            id="statement-on-an-unknown-table",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="a statement naming a table missing from the cached catalog reloads "
-                "the catalog on a second pooled connection",
-            ),
+            _unknown_table_after_a_statement, "NotFound", id="insert-into-an-unknown-table"
         ),
     ],
 )
 def test_a_pool_of_one_connection_is_enough(
     pg_database_url: str, fault_figures: dict[str, Any], action: Any, expected: str
 ) -> None:
-    """``update_ddl`` (apply_ddl -> load_catalog) and a transaction whose statement names a
-    table missing from the cached catalog (Database.table -> load_catalog) both take a second
-    connection while holding the first."""
+    """``update_ddl`` (apply_ddl -> load_catalog) and a transaction that names a table or
+    queue missing from the cached catalog (Database.table -> load_catalog) read the catalog
+    on the connection they hold."""
     db = txqueue.connect(with_query(pg_database_url, pool_size="1"))
     outcome: list[str] = []
 

@@ -17,7 +17,7 @@ from txqueue._async.protocol import AsyncDriver
 from txqueue._async.transaction import AsyncBatch, AsyncSnapshot, AsyncTransaction
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE, token_expiration_micros
-from txqueue.core.schema import Dialect, Index, Table, validate_name
+from txqueue.core.schema import Catalog, Dialect, Index, Table, validate_name
 from txqueue.core.values import check_key
 from txqueue.drivers.base import (
     DeadLetterParams,
@@ -149,20 +149,28 @@ class AsyncDatabase:
 
     async def table(self, name: str) -> Table:
         """The schema of a table or queue (reloads the catalog once when unknown)."""
+        return await self._table(name, self._driver.load_catalog)
+
+    async def queue(self, name: str) -> Table:
+        """The schema of a queue; NotFound when there is none, InvalidArgument for a table."""
+        return await self._queue(name, self._driver.load_catalog)
+
+    async def _table(self, name: str, load: Callable[[], Awaitable[Catalog]]) -> Table:
+        """``table``, reloading with ``load``: a transaction's own, so that a lookup inside it
+        never waits for a second pooled connection (every one may be held by such lookups)."""
         if not isinstance(name, str):
             raise InvalidArgument(f"table name must be a string, got {type(name).__name__}")
         found = self._tables.get(name.lower())
         if found is None:
-            self._tables, self._indexes = await self._driver.load_catalog()
+            self._tables, self._indexes = await load()
             found = self._tables.get(name.lower())
         if found is None:
             validate_name(name, "table name")  # a malformed name is InvalidArgument, not NotFound
             raise NotFound(f"no table or queue named {name!r}")
         return found
 
-    async def queue(self, name: str) -> Table:
-        """The schema of a queue; NotFound when there is none, InvalidArgument for a table."""
-        found = await self.table(name)
+    async def _queue(self, name: str, load: Callable[[], Awaitable[Catalog]]) -> Table:
+        found = await self._table(name, load)
         if not found.is_queue:
             raise InvalidArgument(f"{name} is a table, not a queue")
         return found

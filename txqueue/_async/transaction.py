@@ -68,19 +68,19 @@ class AsyncTransaction:
     async def _write(
         self, table: str, kind: WriteKind, columns: Sequence[str], values: Sequence[Sequence[Any]]
     ) -> None:
-        schema = await self._database.table(table)
+        schema = await self._database._table(table, self._transaction.load_catalog)
         await self._transaction.write(prepare_write(schema, kind, columns, values))
 
     async def delete(self, table: str, keys: Sequence[Any] | None) -> int:
         """Delete rows by primary key (``keys=None``: every row); returns how many."""
-        schema = await self._database.table(table)
+        schema = await self._database._table(table, self._transaction.load_catalog)
         return await self._transaction.delete(prepare_delete(schema, keys))
 
     async def send(
         self, queue: str, key: Any, payload: Any, deliver_time: datetime | None = None
     ) -> None:
         """Send a message, atomically with the rest of the transaction."""
-        schema = await self._database.queue(queue)
+        schema = await self._database._queue(queue, self._transaction.load_catalog)
         if deliver_time is None:
             deliver_time = self._database.now()  # a pinned clock decides "now" here too
         await self._transaction.send(prepare_send(schema, key, payload, deliver_time))
@@ -93,7 +93,7 @@ class AsyncTransaction:
         lease_token: str | None = None,
     ) -> None:
         """Acknowledge (delete) a message; with ``lease_token`` only while it holds the lease."""
-        schema = await self._database.queue(queue)
+        schema = await self._database._queue(queue, self._transaction.load_catalog)
         params = prepare_ack(schema, key, ignore_not_found, lease_token, self._database.now())
         await self._transaction.ack(params)
 
@@ -132,7 +132,7 @@ class AsyncTransaction:
         With ``ASSERT_ROWS_MODIFIED n`` a different count fails this statement alone with
         OutOfRange; the transaction stays open with its earlier writes.
         """
-        plan = await _plan(self._database, sql, params, param_types)
+        plan = await _plan(self._database, self._transaction, sql, params, param_types)
         if not isinstance(plan, DmlPlan):
             raise InvalidArgument(
                 "execute_update runs INSERT, UPDATE and DELETE; use execute_sql for queries"
@@ -173,13 +173,19 @@ class AsyncTransaction:
         return counts
 
 
-async def _plan(database: AsyncDatabase, sql: str, params: Any, param_types: Any) -> Plan:
+async def _plan(
+    database: AsyncDatabase,
+    transaction: AsyncDriverTransaction,
+    sql: str,
+    params: Any,
+    param_types: Any,
+) -> Plan:
     """Translate ``sql`` (the database's dialect) for the database's engine."""
     statement = parse_sql(sql, database.dialect)
     tables = {}
     for name in statement.tables:
         with suppress(NotFound):  # an unknown name: the plan reports it, with its position
-            tables[name.lower()] = await database.table(name)
+            tables[name.lower()] = await database._table(name, transaction.load_catalog)
     return statement.plan(tables, database.engine, params, param_types, database.now())
 
 
@@ -192,7 +198,7 @@ async def _execute_sql(
     snapshot: bool = False,
 ) -> ResultSet | AsyncStreamingResultSet:
     """A query's rows; RECEIVE_ streams and RENEWLEASE_ renews (in snapshots only)."""
-    plan = await _plan(database, sql, params, param_types)
+    plan = await _plan(database, transaction, sql, params, param_types)
     if isinstance(plan, DmlPlan):
         raise InvalidArgument(
             "a snapshot is read-only: run INSERT, UPDATE and DELETE with execute_update in "

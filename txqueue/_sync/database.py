@@ -18,7 +18,7 @@ from txqueue._sync.protocol import Driver
 from txqueue._sync.transaction import Batch, Snapshot, Transaction
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE, token_expiration_micros
-from txqueue.core.schema import Dialect, Index, Table, validate_name
+from txqueue.core.schema import Catalog, Dialect, Index, Table, validate_name
 from txqueue.core.values import check_key
 from txqueue.drivers.base import (
     DeadLetterParams,
@@ -150,20 +150,28 @@ class Database:
 
     def table(self, name: str) -> Table:
         """The schema of a table or queue (reloads the catalog once when unknown)."""
+        return self._table(name, self._driver.load_catalog)
+
+    def queue(self, name: str) -> Table:
+        """The schema of a queue; NotFound when there is none, InvalidArgument for a table."""
+        return self._queue(name, self._driver.load_catalog)
+
+    def _table(self, name: str, load: Callable[[], Catalog]) -> Table:
+        """``table``, reloading with ``load``: a transaction's own, so that a lookup inside it
+        never waits for a second pooled connection (every one may be held by such lookups)."""
         if not isinstance(name, str):
             raise InvalidArgument(f"table name must be a string, got {type(name).__name__}")
         found = self._tables.get(name.lower())
         if found is None:
-            self._tables, self._indexes = self._driver.load_catalog()
+            self._tables, self._indexes = load()
             found = self._tables.get(name.lower())
         if found is None:
             validate_name(name, "table name")  # a malformed name is InvalidArgument, not NotFound
             raise NotFound(f"no table or queue named {name!r}")
         return found
 
-    def queue(self, name: str) -> Table:
-        """The schema of a queue; NotFound when there is none, InvalidArgument for a table."""
-        found = self.table(name)
+    def _queue(self, name: str, load: Callable[[], Catalog]) -> Table:
+        found = self._table(name, load)
         if not found.is_queue:
             raise InvalidArgument(f"{name} is a table, not a queue")
         return found

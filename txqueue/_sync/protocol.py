@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
-from txqueue.core.schema import DdlStatement, Dialect, Index, Table
+from txqueue.core.schema import Catalog, DdlStatement, Dialect, Table
 from txqueue.drivers.base import (
     AckParams,
     DeadLetterParams,
@@ -30,6 +30,10 @@ __all__ = ["Driver", "DriverTransaction", "Receiver"]
 
 class DriverTransaction(Protocol):
     """One open transaction; on the caller's own connection it never commits or rolls back."""
+
+    def load_catalog(self) -> Catalog:
+        """The catalog, read on this transaction's own connection: a lookup inside the
+        transaction must not wait for a second one from the pool."""
 
     def write(self, params: WriteParams) -> None:
         """Apply an insert/update/insert_or_update/replace mutation to checked rows."""
@@ -98,7 +102,7 @@ class Driver(Protocol):
     def initialize(self, dialect: Dialect | None) -> Dialect:
         """Create txqueue's catalog when missing; record or check the database's dialect."""
 
-    def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
+    def load_catalog(self) -> Catalog:
         """Tables (queues included) and indexes by lower-cased name."""
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:

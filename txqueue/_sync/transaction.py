@@ -63,19 +63,19 @@ class Transaction:
     def _write(
         self, table: str, kind: WriteKind, columns: Sequence[str], values: Sequence[Sequence[Any]]
     ) -> None:
-        schema = self._database.table(table)
+        schema = self._database._table(table, self._transaction.load_catalog)
         self._transaction.write(prepare_write(schema, kind, columns, values))
 
     def delete(self, table: str, keys: Sequence[Any] | None) -> int:
         """Delete rows by primary key (``keys=None``: every row); returns how many."""
-        schema = self._database.table(table)
+        schema = self._database._table(table, self._transaction.load_catalog)
         return self._transaction.delete(prepare_delete(schema, keys))
 
     def send(
         self, queue: str, key: Any, payload: Any, deliver_time: datetime | None = None
     ) -> None:
         """Send a message, atomically with the rest of the transaction."""
-        schema = self._database.queue(queue)
+        schema = self._database._queue(queue, self._transaction.load_catalog)
         if deliver_time is None:
             deliver_time = self._database.now()  # a pinned clock decides "now" here too
         self._transaction.send(prepare_send(schema, key, payload, deliver_time))
@@ -88,7 +88,7 @@ class Transaction:
         lease_token: str | None = None,
     ) -> None:
         """Acknowledge (delete) a message; with ``lease_token`` only while it holds the lease."""
-        schema = self._database.queue(queue)
+        schema = self._database._queue(queue, self._transaction.load_catalog)
         params = prepare_ack(schema, key, ignore_not_found, lease_token, self._database.now())
         self._transaction.ack(params)
 
@@ -127,7 +127,7 @@ class Transaction:
         With ``ASSERT_ROWS_MODIFIED n`` a different count fails this statement alone with
         OutOfRange; the transaction stays open with its earlier writes.
         """
-        plan = _plan(self._database, sql, params, param_types)
+        plan = _plan(self._database, self._transaction, sql, params, param_types)
         if not isinstance(plan, DmlPlan):
             raise InvalidArgument(
                 "execute_update runs INSERT, UPDATE and DELETE; use execute_sql for queries"
@@ -168,13 +168,19 @@ class Transaction:
         return counts
 
 
-def _plan(database: Database, sql: str, params: Any, param_types: Any) -> Plan:
+def _plan(
+    database: Database,
+    transaction: DriverTransaction,
+    sql: str,
+    params: Any,
+    param_types: Any,
+) -> Plan:
     """Translate ``sql`` (the database's dialect) for the database's engine."""
     statement = parse_sql(sql, database.dialect)
     tables = {}
     for name in statement.tables:
         with suppress(NotFound):  # an unknown name: the plan reports it, with its position
-            tables[name.lower()] = database.table(name)
+            tables[name.lower()] = database._table(name, transaction.load_catalog)
     return statement.plan(tables, database.engine, params, param_types, database.now())
 
 
@@ -187,7 +193,7 @@ def _execute_sql(
     snapshot: bool = False,
 ) -> ResultSet | StreamingResultSet:
     """A query's rows; RECEIVE_ streams and RENEWLEASE_ renews (in snapshots only)."""
-    plan = _plan(database, sql, params, param_types)
+    plan = _plan(database, transaction, sql, params, param_types)
     if isinstance(plan, DmlPlan):
         raise InvalidArgument(
             "a snapshot is read-only: run INSERT, UPDATE and DELETE with execute_update in "

@@ -17,6 +17,7 @@ from txqueue.errors import InvalidArgument
 
 __all__ = [
     "DELIVER_TIME",
+    "Catalog",
     "Column",
     "ColumnType",
     "CreateIndex",
@@ -218,9 +219,11 @@ class DropIndex:
 
 
 DdlStatement = CreateTable | DropTable | CreateIndex | DropIndex
+#: Tables (queues included) and indexes by lower-cased name.
+Catalog = tuple[dict[str, Table], dict[str, Index]]
 
 
-def catalog_from_rows(rows: Any) -> tuple[dict[str, Table], dict[str, Index]]:
+def catalog_from_rows(rows: Any) -> Catalog:
     """Tables and indexes by lower-cased name, from catalog rows ``(kind, definition JSON)``."""
     import json
 

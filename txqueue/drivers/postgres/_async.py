@@ -22,15 +22,14 @@ from txqueue._async._compat import monotonic, run_blocking, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
+    Catalog,
     CreateIndex,
     CreateTable,
     DdlStatement,
     Dialect,
     DropIndex,
     DropTable,
-    Index,
     Table,
-    catalog_from_rows,
 )
 from txqueue.drivers.base import (
     DeadLetterParams,
@@ -40,7 +39,7 @@ from txqueue.drivers.base import (
     begin_sqlalchemy,
 )
 from txqueue.drivers.postgres import _async_dead_letters as dead_letters
-from txqueue.drivers.postgres._async_transaction import AsyncPostgresTransaction
+from txqueue.drivers.postgres._async_transaction import AsyncPostgresTransaction, read_catalog
 from txqueue.drivers.postgres.codec import (
     map_errors,
     messages_from_rows,
@@ -235,8 +234,8 @@ class AsyncPostgresDriver:
         self.deliver_column = DELIVER_TIME[recorded]
         return recorded
 
-    async def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
-        return await self._with_connection(_catalog)
+    async def load_catalog(self) -> Catalog:
+        return await self._with_connection(read_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
         connection = await self.get()
@@ -244,7 +243,8 @@ class AsyncPostgresDriver:
             with map_errors():
                 async with connection.transaction():
                     await connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
-                    tables, _ = await _catalog(connection)  # under the DDL lock, same connection
+                    # Under the DDL lock, on the same connection.
+                    tables, _ = await read_catalog(connection)
                     for statement in statements:
                         await self._apply(connection, statement, tables)
         finally:
@@ -520,10 +520,3 @@ def _own_connection(connection: Any) -> Any:
             "send commits with your writes"
         )
     return raw
-
-
-async def _catalog(connection: Any) -> tuple[dict[str, Table], dict[str, Index]]:
-    """Every table and index txqueue knows, read on ``connection``."""
-    with map_errors():
-        cursor = await connection.execute("SELECT kind, definition FROM txqueue_objects")
-        return catalog_from_rows(await cursor.fetchall())

@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 
+from txqueue.core.schema import Catalog, catalog_from_rows
 from txqueue.drivers.base import (
     AckParams,
     DeleteParams,
@@ -79,6 +80,9 @@ class AsyncPostgresTransaction:
         self._finished = False
 
     # ---- statements --------------------------------------------------------------------
+
+    async def load_catalog(self) -> Catalog:
+        return await read_catalog(self._connection)
 
     async def _execute(self, sql: str, params: Any = None) -> Any:
         """Run one statement after the buffered operations; BEGIN rides along if needed."""
@@ -448,3 +452,11 @@ def _sends_to(grouped: list[list[Any]], table: str | None) -> list[SendParams]:
         if isinstance(items[0], SendParams) and items[0].queue.name.lower() == table
         for item in items
     ]
+
+
+async def read_catalog(connection: Any) -> Catalog:
+    """Every table and index txqueue knows, read on ``connection`` (inside its transaction,
+    if one is open)."""
+    with map_errors():
+        cursor = await connection.execute("SELECT kind, definition FROM txqueue_objects")
+        return catalog_from_rows(await cursor.fetchall())

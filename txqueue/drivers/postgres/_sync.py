@@ -23,15 +23,14 @@ from txqueue._sync._compat import monotonic, run_blocking, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
+    Catalog,
     CreateIndex,
     CreateTable,
     DdlStatement,
     Dialect,
     DropIndex,
     DropTable,
-    Index,
     Table,
-    catalog_from_rows,
 )
 from txqueue.drivers.base import (
     DeadLetterParams,
@@ -41,7 +40,7 @@ from txqueue.drivers.base import (
     begin_sqlalchemy,
 )
 from txqueue.drivers.postgres import _sync_dead_letters as dead_letters
-from txqueue.drivers.postgres._sync_transaction import PostgresTransaction
+from txqueue.drivers.postgres._sync_transaction import PostgresTransaction, read_catalog
 from txqueue.drivers.postgres.codec import (
     map_errors,
     messages_from_rows,
@@ -236,8 +235,8 @@ class PostgresDriver:
         self.deliver_column = DELIVER_TIME[recorded]
         return recorded
 
-    def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
-        return self._with_connection(_catalog)
+    def load_catalog(self) -> Catalog:
+        return self._with_connection(read_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
         connection = self.get()
@@ -245,7 +244,8 @@ class PostgresDriver:
             with map_errors():
                 with connection.transaction():
                     connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
-                    tables, _ = _catalog(connection)  # under the DDL lock, same connection
+                    # Under the DDL lock, on the same connection.
+                    tables, _ = read_catalog(connection)
                     for statement in statements:
                         self._apply(connection, statement, tables)
         finally:
@@ -509,10 +509,3 @@ def _own_connection(connection: Any) -> Any:
             "send commits with your writes"
         )
     return raw
-
-
-def _catalog(connection: Any) -> tuple[dict[str, Table], dict[str, Index]]:
-    """Every table and index txqueue knows, read on ``connection``."""
-    with map_errors():
-        cursor = connection.execute("SELECT kind, definition FROM txqueue_objects")
-        return catalog_from_rows(cursor.fetchall())

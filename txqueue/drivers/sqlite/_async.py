@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from txqueue._async._compat import Lock, acquire, monotonic, run_blocking, wait_readable
-from txqueue.core.schema import DELIVER_TIME, DdlStatement, Dialect, Index, Table
+from txqueue.core.schema import DELIVER_TIME, Catalog, DdlStatement, Dialect, Table
 from txqueue.drivers.base import (
     AckParams,
     DeadLetterParams,
@@ -92,6 +92,9 @@ class AsyncSqliteTransaction:
         if self._owned:
             return await run_blocking(function, self._connection, *args)
         return function(self._connection, *args)  # the caller's connection stays on its thread
+
+    async def load_catalog(self) -> Catalog:
+        return await self._run(catalog.load_catalog)
 
     def _release_writer(self) -> None:
         if self._writer is not None:
@@ -292,7 +295,7 @@ class AsyncSqliteDriver:
         self.deliver_column = DELIVER_TIME[recorded]
         return recorded
 
-    async def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
+    async def load_catalog(self) -> Catalog:
         return await self._with_connection(catalog.load_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from txqueue._sync._compat import Lock, acquire, monotonic, run_blocking, wait_readable
-from txqueue.core.schema import DELIVER_TIME, DdlStatement, Dialect, Index, Table
+from txqueue.core.schema import DELIVER_TIME, Catalog, DdlStatement, Dialect, Table
 from txqueue.drivers.base import (
     AckParams,
     DeadLetterParams,
@@ -93,6 +93,9 @@ class SqliteTransaction:
         if self._owned:
             return run_blocking(function, self._connection, *args)
         return function(self._connection, *args)  # the caller's connection stays on its thread
+
+    def load_catalog(self) -> Catalog:
+        return self._run(catalog.load_catalog)
 
     def _release_writer(self) -> None:
         if self._writer is not None:
@@ -291,7 +294,7 @@ class SqliteDriver:
         self.deliver_column = DELIVER_TIME[recorded]
         return recorded
 
-    def load_catalog(self) -> tuple[dict[str, Table], dict[str, Index]]:
+    def load_catalog(self) -> Catalog:
         return self._with_connection(catalog.load_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
