@@ -44,6 +44,7 @@ from txqueue.drivers.postgres._sync_transaction import PostgresTransaction, read
 from txqueue.drivers.postgres.codec import (
     map_errors,
     messages_from_rows,
+    refused_for_good,
     stored_token,
     token_location,
     utc,
@@ -70,6 +71,8 @@ T = TypeVar("T")
 #: Rows of one statement, as psycopg fetches them.
 Rows = list[tuple[Any, ...]]
 
+#: How long opening a database waits for the server (a refusal for good fails at once).
+OPEN_TIMEOUT = 30.0
 #: How long a waiting receiver goes without a NOTIFY before it looks again anyway.
 FALLBACK_POLL = 1.0
 #: How long a dropped COMMIT may stay "in progress" before its backend is terminated.
@@ -175,8 +178,24 @@ class PostgresDriver:
         self._notifier.owe(queues)
 
     def open(self) -> None:
+        """Open the pool, waiting up to ``OPEN_TIMEOUT`` for its first connection: a server
+        that is down or starting up may come up meanwhile. A refusal that waiting cannot
+        mend fails at once: one direct connect, made while the pool makes its first, tells
+        (the pool would retry it until its timeout, and report only that it timed out)."""
+        started = monotonic()
         with map_errors():
-            self._pool.open(wait=True, timeout=30.0)
+            self._pool.open(wait=False)
+            try:
+                probe = psycopg.Connection.connect(
+                    self._conninfo, connect_timeout=int(OPEN_TIMEOUT)
+                )
+            except psycopg.OperationalError as error:
+                if refused_for_good(error):
+                    self._pool.close()
+                    raise
+            else:
+                probe.close()
+            self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
 
     def get(self) -> Any:
         with map_errors():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ __all__ = [
     "map_error",
     "map_errors",
     "messages_from_rows",
+    "refused_for_good",
     "stored_token",
     "stored_token_array",
     "tid_array",
@@ -86,6 +88,21 @@ def map_error(error: Exception) -> TxqueueError:
     except ImportError:  # pragma: no cover
         pass
     return Unavailable(text)
+
+
+#: What a server says when it refuses a connection for good: no such database or role, a
+#: wrong password, no pg_hba.conf entry. libpq reports a failed connect as text only,
+#: without its SQLSTATE; a server whose messages are in another language is waited for, as
+#: one that is down is.
+_REFUSED_FOR_GOOD = re.compile(
+    r'FATAL:\s+(?:(?:database|role) "[^"]*" does not exist'
+    r"|password authentication failed|no pg_hba\.conf entry)"
+)
+
+
+def refused_for_good(error: psycopg.OperationalError) -> bool:
+    """Whether a failed connect was the server's refusal that no wait can mend."""
+    return _REFUSED_FOR_GOOD.search(str(error)) is not None
 
 
 @contextmanager
