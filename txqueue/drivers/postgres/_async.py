@@ -185,16 +185,11 @@ class AsyncPostgresDriver:
         with map_errors():
             await self._pool.open(wait=False)
             try:
-                probe = await psycopg.AsyncConnection.connect(
-                    self._conninfo, connect_timeout=int(OPEN_TIMEOUT)
-                )
-            except psycopg.OperationalError as error:
-                if refused_for_good(error):
-                    await self._pool.close()
-                    raise
-            else:
-                await probe.close()
-            await self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
+                await _refuse_early(self._conninfo)
+                await self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
+            except BaseException:
+                await self._pool.close()  # its workers would go on trying
+                raise
 
     async def get(self) -> Any:
         with map_errors():
@@ -520,6 +515,18 @@ class AsyncPostgresDriver:
     async def close(self) -> None:
         await run_blocking(self._notifier.close)
         await self._pool.close()
+
+
+async def _refuse_early(conninfo: str) -> None:
+    """Connect once: raise the error of a refusal for good, pass anything else (a server that
+    is down or starting up is the pool's to wait for)."""
+    try:
+        probe = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=int(OPEN_TIMEOUT))
+    except psycopg.OperationalError as error:
+        if refused_for_good(error):
+            raise
+        return
+    await probe.close()
 
 
 def _own_connection(connection: Any) -> Any:

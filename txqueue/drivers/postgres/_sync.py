@@ -186,16 +186,11 @@ class PostgresDriver:
         with map_errors():
             self._pool.open(wait=False)
             try:
-                probe = psycopg.Connection.connect(
-                    self._conninfo, connect_timeout=int(OPEN_TIMEOUT)
-                )
-            except psycopg.OperationalError as error:
-                if refused_for_good(error):
-                    self._pool.close()
-                    raise
-            else:
-                probe.close()
-            self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
+                _refuse_early(self._conninfo)
+                self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
+            except BaseException:
+                self._pool.close()  # its workers would go on trying
+                raise
 
     def get(self) -> Any:
         with map_errors():
@@ -509,6 +504,18 @@ class PostgresDriver:
     def close(self) -> None:
         run_blocking(self._notifier.close)
         self._pool.close()
+
+
+def _refuse_early(conninfo: str) -> None:
+    """Connect once: raise the error of a refusal for good, pass anything else (a server that
+    is down or starting up is the pool's to wait for)."""
+    try:
+        probe = psycopg.Connection.connect(conninfo, connect_timeout=int(OPEN_TIMEOUT))
+    except psycopg.OperationalError as error:
+        if refused_for_good(error):
+            raise
+        return
+    probe.close()
 
 
 def _own_connection(connection: Any) -> Any:
