@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from worker_support import WorkerProcess, create_queues, reap, records, send, wait_for
+from worker_support import WorkerProcess, create_queues, reap, records, send, stop_all, wait_for
 
 import txqueue
 
@@ -39,7 +39,7 @@ def test_ten_thousand_messages_four_workers(database_url: str, tmp_path: Path) -
 
             wait_for(drained, 240, "the queue to drain", *workers)
     finally:
-        codes = [worker.stop() for worker in workers]
+        codes = stop_all(workers)
         reap()
     elapsed = time.monotonic() - started
     assert codes == [0] * WORKERS, [w.output() for w in workers]

@@ -25,6 +25,7 @@ from worker_support import (
     reap,
     records,
     send,
+    stop_all,
     wait_for,
 )
 
@@ -62,7 +63,7 @@ def _run(url: str, directory: Path) -> Run:
         with txqueue.connect(url) as db:
             wait_for(lambda: db.dead_letters("Failing"), 20, "the dead letter", *workers)
     finally:
-        codes = [worker.stop() for worker in workers]
+        codes = stop_all(workers)
         reap()
     with txqueue.connect(url) as db:
         letters = db.dead_letters("Failing")

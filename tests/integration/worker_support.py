@@ -147,6 +147,16 @@ class WorkerProcess:
         return f"{self.log.read_text()[-12000:]}\n-- recorded events (last 20):\n{events}"
 
 
+def stop_all(workers: list[WorkerProcess], timeout: float = 30.0) -> list[int]:
+    """SIGINT to every worker at once, then their exit statuses. One by one, a worker that
+    stops releases the leases of the messages it had prefetched and not started, and one
+    still running takes them as their second delivery."""
+    for worker in workers:
+        if worker.process.poll() is None:
+            worker.signal(signal.SIGINT)
+    return [worker.wait(timeout) for worker in workers]
+
+
 def records(directory: Path, **match: Any) -> list[dict[str, Any]]:
     """Every recorded event (all processes), oldest first, filtered by field values."""
     found = []
