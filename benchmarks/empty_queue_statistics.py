@@ -6,8 +6,8 @@ Autovacuum's ANALYZE of an idle queue records an empty table; when a burst arriv
 it, the planner may choose plans for that empty table. Each round loads ``--messages``
 messages into ``StatementStatsQ`` (random keys, as the shared harness's adapter makes)
 either after an ``ANALYZE`` of the emptied table ("empty") or before one ("loaded"), then
-one process drains them through the public API in batches of 100 (one ack transaction per
-batch). Prints, per state, the median rate and the seconds spent in receives and in acks.
+one process drains them through the public API in batches of ``--batch`` (one ack
+transaction per batch). Prints, per state, the median rate and the seconds spent in receives and in acks.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import txqueue
 
 QUEUE = "StatementStatsQ"
 DDL = f"CREATE QUEUE {QUEUE} (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
-BATCH = 100
 
 
 def load(url: str, messages: int, analyze_first: bool) -> None:
@@ -42,13 +41,13 @@ def load(url: str, messages: int, analyze_first: bool) -> None:
             connection.execute(f'ANALYZE "{QUEUE.lower()}"')
 
 
-def drain(db: txqueue.Database, messages: int) -> tuple[float, float, float]:
+def drain(db: txqueue.Database, messages: int, batch: int) -> tuple[float, float, float]:
     """Drain ``messages``: (rate, seconds in receives, seconds in acks)."""
     received = receiving = acking = 0.0
     started = time.perf_counter()
     while received < messages:
         batch_started = time.perf_counter()
-        held = db.receive_now(QUEUE, max_batch_size=BATCH, lease_duration=timedelta(minutes=1))
+        held = db.receive_now(QUEUE, max_batch_size=batch, lease_duration=timedelta(minutes=1))
         acks_started = time.perf_counter()
         receiving += acks_started - batch_started
 
@@ -66,6 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", required=True, help="postgresql://…")
     parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     arguments = parser.parse_args()
     with txqueue.connect(arguments.database, dialect="googlesql") as db:
@@ -74,7 +74,7 @@ def main() -> None:
         for _ in range(arguments.repeats):
             for state in figures:  # alternating, so a slow spell weighs on both
                 load(arguments.database, arguments.messages, analyze_first=state == "empty")
-                figures[state].append(drain(db, arguments.messages))
+                figures[state].append(drain(db, arguments.messages, arguments.batch))
     for state, runs in figures.items():
         rate, receiving, acking = (statistics.median(run[i] for run in runs) for i in range(3))
         print(

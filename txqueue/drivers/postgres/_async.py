@@ -56,11 +56,13 @@ from txqueue.drivers.postgres.statements import (
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
+    STATISTICS_STALE,
     create_index,
     create_table,
     ident,
     queue_statements,
 )
+from txqueue.drivers.postgres.statistics import StatisticsWatch
 from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.models import DeadLetter, LeaseRenewal, Message
 
@@ -93,10 +95,10 @@ class AsyncPostgresReceiver:
         # oldest (the floor is gone), at once or once ``seconds_until_ready`` says so.
         return await self._driver.lease(self._fetch, params, look_again=False)
 
-    async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
+    async def _fetch(self, sql: str, arguments: Any) -> Rows:
         with map_errors():
             cursor = await self._connection.execute(sql, arguments, binary=True)
-            return list(await cursor.fetchall())
+            return await _rows(cursor)
 
     async def seconds_until_ready(self, queue: Table) -> float | None:
         statements = queue_statements(queue, self._driver.deliver_column)
@@ -155,6 +157,7 @@ class AsyncPostgresDriver:
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
         self._notifier = Notifier(conninfo)
         self.floors = ReceiveFloors()
+        self.statistics = StatisticsWatch()
 
     async def _configure(self, connection: Any) -> None:
         """Every pooled connection reads and writes timestamps in UTC (as Spanner does) and
@@ -205,11 +208,7 @@ class AsyncPostgresDriver:
         try:
             with map_errors():
                 cursor = await connection.execute(sql, params, binary=binary)
-                # The result's field count, not cursor.description: that builds a Column per
-                # field on every access (~7 µs for receive's six), and only "any?" matters.
-                result = cursor.pgresult
-                has_rows = result is not None and result.nfields > 0
-                return list(await cursor.fetchall()) if fetch and has_rows else []
+                return await _rows(cursor) if fetch else []
         finally:
             await self.put(connection)
 
@@ -336,12 +335,12 @@ class AsyncPostgresDriver:
     async def receive_now(self, params: ReceiveParams) -> list[Message]:
         return await self.lease(self._fetch, params, look_again=True)
 
-    async def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
+    async def _fetch(self, sql: str, arguments: Any) -> Rows:
         return await self._run(sql, arguments, binary=True)
 
     async def lease(
         self,
-        fetch: Callable[[str, dict[str, Any]], Awaitable[Rows]],
+        fetch: Callable[[str, Any], Awaitable[Rows]],
         params: ReceiveParams,
         look_again: bool,
     ) -> list[Message]:
@@ -371,7 +370,29 @@ class AsyncPostgresDriver:
                 messages.sort(key=lambda message: message.deliver_time)
                 floor = None
         self.floors.received(queue.name, messages, limit, floor)
+        fewest = self.statistics.received(queue.name, len(messages), limit)
+        if fewest is not None:
+            await self._refresh_statistics(fetch, queue, fewest)
         return messages
+
+    async def _refresh_statistics(
+        self, fetch: Callable[[str, Any], Awaitable[Rows]], queue: Table, fewest: float
+    ) -> None:
+        """ANALYZE ``queue`` when the planner takes it for holding fewer than ``fewest``
+        rows, as receives just proved it does (``statistics``). Best effort: the batch is
+        leased already, and an error here is the next statement's to meet."""
+
+        async def stale() -> bool:
+            rows = await fetch(STATISTICS_STALE, [fewest, ident(queue.name)])
+            return bool(rows and rows[0][0])
+
+        try:
+            if await stale():
+                await fetch(queue_statements(queue, self.deliver_column).analyze, None)
+                if await stale():
+                    self.statistics.in_vain(queue.name)
+        except TxqueueError:
+            pass
 
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)
@@ -515,6 +536,14 @@ class AsyncPostgresDriver:
     async def close(self) -> None:
         await run_blocking(self._notifier.close)
         await self._pool.close()
+
+
+async def _rows(cursor: Any) -> Rows:
+    """The rows a statement returned; none for one that returns none (ANALYZE). By the
+    result's field count, not cursor.description: that builds a Column per field on every
+    access (~7 µs for receive's six), and only "any?" matters."""
+    result = cursor.pgresult
+    return list(await cursor.fetchall()) if result is not None and result.nfields > 0 else []
 
 
 async def _refuse_early(conninfo: str) -> None:

@@ -57,11 +57,13 @@ from txqueue.drivers.postgres.statements import (
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
+    STATISTICS_STALE,
     create_index,
     create_table,
     ident,
     queue_statements,
 )
+from txqueue.drivers.postgres.statistics import StatisticsWatch
 from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.models import DeadLetter, LeaseRenewal, Message
 
@@ -94,10 +96,10 @@ class PostgresReceiver:
         # oldest (the floor is gone), at once or once ``seconds_until_ready`` says so.
         return self._driver.lease(self._fetch, params, look_again=False)
 
-    def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
+    def _fetch(self, sql: str, arguments: Any) -> Rows:
         with map_errors():
             cursor = self._connection.execute(sql, arguments, binary=True)
-            return list(cursor.fetchall())
+            return _rows(cursor)
 
     def seconds_until_ready(self, queue: Table) -> float | None:
         statements = queue_statements(queue, self._driver.deliver_column)
@@ -156,6 +158,7 @@ class PostgresDriver:
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
         self._notifier = Notifier(conninfo)
         self.floors = ReceiveFloors()
+        self.statistics = StatisticsWatch()
 
     def _configure(self, connection: Any) -> None:
         """Every pooled connection reads and writes timestamps in UTC (as Spanner does) and
@@ -206,11 +209,7 @@ class PostgresDriver:
         try:
             with map_errors():
                 cursor = connection.execute(sql, params, binary=binary)
-                # The result's field count, not cursor.description: that builds a Column per
-                # field on every access (~7 µs for receive's six), and only "any?" matters.
-                result = cursor.pgresult
-                has_rows = result is not None and result.nfields > 0
-                return list(cursor.fetchall()) if fetch and has_rows else []
+                return _rows(cursor) if fetch else []
         finally:
             self.put(connection)
 
@@ -329,12 +328,12 @@ class PostgresDriver:
     def receive_now(self, params: ReceiveParams) -> list[Message]:
         return self.lease(self._fetch, params, look_again=True)
 
-    def _fetch(self, sql: str, arguments: dict[str, Any]) -> Rows:
+    def _fetch(self, sql: str, arguments: Any) -> Rows:
         return self._run(sql, arguments, binary=True)
 
     def lease(
         self,
-        fetch: Callable[[str, dict[str, Any]], Rows],
+        fetch: Callable[[str, Any], Rows],
         params: ReceiveParams,
         look_again: bool,
     ) -> list[Message]:
@@ -364,7 +363,29 @@ class PostgresDriver:
                 messages.sort(key=lambda message: message.deliver_time)
                 floor = None
         self.floors.received(queue.name, messages, limit, floor)
+        fewest = self.statistics.received(queue.name, len(messages), limit)
+        if fewest is not None:
+            self._refresh_statistics(fetch, queue, fewest)
         return messages
+
+    def _refresh_statistics(
+        self, fetch: Callable[[str, Any], Rows], queue: Table, fewest: float
+    ) -> None:
+        """ANALYZE ``queue`` when the planner takes it for holding fewer than ``fewest``
+        rows, as receives just proved it does (``statistics``). Best effort: the batch is
+        leased already, and an error here is the next statement's to meet."""
+
+        def stale() -> bool:
+            rows = fetch(STATISTICS_STALE, [fewest, ident(queue.name)])
+            return bool(rows and rows[0][0])
+
+        try:
+            if stale():
+                fetch(queue_statements(queue, self.deliver_column).analyze, None)
+                if stale():
+                    self.statistics.in_vain(queue.name)
+        except TxqueueError:
+            pass
 
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)
@@ -504,6 +525,14 @@ class PostgresDriver:
     def close(self) -> None:
         run_blocking(self._notifier.close)
         self._pool.close()
+
+
+def _rows(cursor: Any) -> Rows:
+    """The rows a statement returned; none for one that returns none (ANALYZE). By the
+    result's field count, not cursor.description: that builds a Column per field on every
+    access (~7 µs for receive's six), and only "any?" matters."""
+    result = cursor.pgresult
+    return list(cursor.fetchall()) if result is not None and result.nfields > 0 else []
 
 
 def _refuse_early(conninfo: str) -> None:

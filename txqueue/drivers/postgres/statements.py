@@ -21,6 +21,7 @@ __all__ = [
     "COMMIT_MARKER",
     "FORGET_COMMITS",
     "NOTIFY_SENT",
+    "STATISTICS_STALE",
     "QueueStatements",
     "create_index",
     "create_table",
@@ -91,6 +92,14 @@ def with_commit_marker(statement: str) -> str:
 #: NOTIFYs receivers of the queues a transaction sent to (delivered at COMMIT). Used inside
 #: an application's own transaction only, whose COMMIT txqueue does not see.
 NOTIFY_SENT = "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
+#: Whether the planner's estimate of a queue table's rows is below the first parameter while
+#: the table has pages: statistics taken while the queue was empty (drivers.postgres.statistics).
+#: The second parameter is the table's quoted name; -1 rows is "never analyzed", which the
+#: planner estimates from the table's size instead.
+STATISTICS_STALE = (
+    "SELECT relpages > 0 AND reltuples >= 0 AND reltuples < %s"
+    " FROM pg_class WHERE oid = to_regclass(%s)"
+)
 #: Marker slots of connections gone for a day (their rows are never needed again).
 FORGET_COMMITS = "DELETE FROM txqueue_commits WHERE touched < now() - interval '1 day'"
 
@@ -260,6 +269,7 @@ class QueueStatements:
     ack_one_refusing: str
     ack_one_leased_refusing: str
     lease_held: str
+    analyze: str
 
 
 @lru_cache(maxsize=512)
@@ -434,6 +444,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f"DELETE FROM {name} AS q WHERE {lease_match} RETURNING 1"
         ),
         lease_held=f"SELECT 1 FROM {name} AS q WHERE {lease_match}",
+        analyze=f"ANALYZE (SKIP_LOCKED) {name}",
         dead_letter=(
             f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"
             f" DELETE FROM {name} AS q USING clock WHERE {key_match}"

@@ -1,0 +1,152 @@
+"""PostgreSQL receives re-take planner statistics taken while their queue was empty
+(drivers.postgres.statistics).
+
+ANALYZE of a queue table whose pages hold only dead rows records no rows on pages; the
+planner then plans for an empty table whatever it holds. Receives that keep coming back
+full prove otherwise, and the driver runs ANALYZE on the queue: once, not again while it
+would be in vain, and never while the statistics are sound.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+import txqueue
+from txqueue.drivers.postgres.statements import queue_statements
+from txqueue.drivers.postgres.statistics import CHECK_PERIOD, MIN_STREAK, StatisticsWatch
+
+pytestmark = pytest.mark.postgres
+
+QUEUE = "CREATE QUEUE jobs (jobid bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
+LEASE = timedelta(minutes=1)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def db(pg_database_url: str) -> Iterator[txqueue.Database]:
+    with txqueue.connect(pg_database_url) as database:
+        database.update_ddl([QUEUE])
+        yield database
+
+
+def _load(url: str, waiting: int, analyze_empty: bool) -> None:
+    """``waiting`` messages in ``jobs``, over the dead rows of as many acked ones, with
+    statistics taken while only the dead rows were there (``analyze_empty``) or after the
+    load."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        insert = (
+            "INSERT INTO jobs (jobid, payload) SELECT g, '\\x00'::bytea"
+            " FROM generate_series(%s::bigint, %s::bigint) AS g"
+        )
+        connection.execute(insert, [waiting, 2 * waiting - 1])
+        connection.execute("DELETE FROM jobs")
+        if analyze_empty:
+            connection.execute("ANALYZE jobs")
+        connection.execute(insert, [0, waiting - 1])
+        if not analyze_empty:
+            connection.execute("ANALYZE jobs")
+
+
+def _statistics(url: str) -> tuple[int, float, int]:
+    """``jobs``'s pages and rows as the planner has them, and how often it was analyzed."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT c.relpages, c.reltuples, s.analyze_count FROM pg_class c"
+            " JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.relname = 'jobs'"
+        ).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2]
+
+
+def _receive_scans(url: str, db: txqueue.Database) -> list[str]:
+    """The scan nodes over ``jobs`` of a receive of 100, as the planner would plan it now."""
+    statements = queue_statements(db.queue("jobs"), db._driver.deliver_column)  # type: ignore[attr-defined]
+    with psycopg.connect(url) as connection:
+        [[plan]] = connection.execute(
+            "EXPLAIN (FORMAT JSON) " + statements.receive,
+            {"now": None, "lease": LEASE, "limit": 100},
+        ).fetchall()
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    found, nodes = [], [plan[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("Plans", [])
+        if node.get("Relation Name") == "jobs" and node["Node Type"] != "ModifyTable":
+            found.append(node["Node Type"])
+    return found
+
+
+@pytest.mark.parametrize("face", ["receive_now", "stream"])
+def test_full_receives_analyze_a_queue_whose_statistics_say_empty(
+    pg_database_url: str, db: txqueue.Database, face: str
+) -> None:
+    _load(pg_database_url, 2_000, analyze_empty=True)
+    pages, rows, analyzed = _statistics(pg_database_url)
+    assert pages > 0 and rows == 0  # the planner takes 2,000 waiting messages for none
+
+    received = 0
+    if face == "receive_now":
+        for _ in range(2):  # twice the batch size: the streak that proves a backlog
+            received += len(db.receive_now("jobs", max_batch_size=100, lease_duration=LEASE))
+    else:
+        for _message in db.receive(
+            "jobs", max_duration=timedelta(seconds=10), max_batch_size=100, lease_duration=LEASE
+        ):
+            received += 1
+            if received == 200:
+                break
+    assert received == 200  # both batches came back whole, ANALYZE or not
+
+    pages, rows, analyzed_after = _statistics(pg_database_url)
+    assert analyzed_after == analyzed + 1
+    assert rows == 2_000
+    assert "Index Scan" in _receive_scans(pg_database_url, db)  # walks the ready index
+
+
+def test_sound_statistics_are_left_alone(pg_database_url: str, db: txqueue.Database) -> None:
+    _load(pg_database_url, 2_000, analyze_empty=False)
+    _, rows, analyzed = _statistics(pg_database_url)
+    assert rows == 2_000
+    for _ in range(5):
+        assert len(db.receive_now("jobs", max_batch_size=100, lease_duration=LEASE)) == 100
+    assert _statistics(pg_database_url)[2] == analyzed
+
+
+def test_an_analyze_in_vain_is_not_repeated(pg_database_url: str, db: txqueue.Database) -> None:
+    """A queue that really holds few rows: the streak of 100 receives of one proves 50 rows,
+    but 99 of them were acked; its ANALYZE leaves the estimate below 50."""
+    clock = FakeClock()
+    db._driver.statistics = StatisticsWatch(clock)  # type: ignore[attr-defined]
+    _load(pg_database_url, MIN_STREAK + 30, analyze_empty=True)
+    _, _, analyzed = _statistics(pg_database_url)
+
+    def receive_and_ack() -> None:
+        [message] = db.receive_now("jobs", max_batch_size=1, lease_duration=LEASE)
+        db.run_in_transaction(
+            lambda transaction: transaction.ack(
+                "jobs", message.key, lease_token=message.lease_token
+            )
+        )
+
+    for _ in range(MIN_STREAK - 1):
+        receive_and_ack()
+    assert _statistics(pg_database_url)[2] == analyzed  # not yet: the streak is too short
+    receive_and_ack()
+    _, rows, analyzed_after = _statistics(pg_database_url)
+    assert (analyzed_after, rows) == (analyzed + 1, 31)  # 30 waiting, 1 leased and not acked
+    for _ in range(29):
+        clock.now += CHECK_PERIOD  # each receive would read the estimate again
+        assert len(db.receive_now("jobs", max_batch_size=1, lease_duration=LEASE)) == 1
+    assert _statistics(pg_database_url)[2] == analyzed + 1
