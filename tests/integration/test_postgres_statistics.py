@@ -18,7 +18,12 @@ import pytest
 
 import txqueue
 from txqueue.drivers.postgres.statements import queue_statements
-from txqueue.drivers.postgres.statistics import CHECK_PERIOD, MIN_STREAK, StatisticsWatch
+from txqueue.drivers.postgres.statistics import (
+    CHECK_PERIOD,
+    MIN_STREAK,
+    QUIET_PERIOD,
+    StatisticsWatch,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -150,3 +155,25 @@ def test_an_analyze_in_vain_is_not_repeated(pg_database_url: str, db: txqueue.Da
         clock.now += CHECK_PERIOD  # each receive would read the estimate again
         assert len(db.receive_now("jobs", max_batch_size=1, lease_duration=LEASE)) == 1
     assert _statistics(pg_database_url)[2] == analyzed + 1
+
+
+def test_a_queue_held_by_vacuum_is_left_alone_until_quiet_period(
+    pg_database_url: str, db: txqueue.Database
+) -> None:
+    """ANALYZE (SKIP_LOCKED) does not wait for a VACUUM's lock (taken here by hand), nor do
+    the receives; the queue is left alone for QUIET_PERIOD, then analyzed."""
+    clock = FakeClock()
+    db._driver.statistics = StatisticsWatch(clock)  # type: ignore[attr-defined]
+    _load(pg_database_url, 2_000, analyze_empty=True)
+    _, _, analyzed = _statistics(pg_database_url)
+    with psycopg.connect(pg_database_url) as vacuum:
+        vacuum.execute("LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE")  # VACUUM's own
+        for _ in range(2):
+            assert len(db.receive_now("jobs", max_batch_size=100, lease_duration=LEASE)) == 100
+        assert _statistics(pg_database_url)[1:] == (0, analyzed)
+    clock.now += QUIET_PERIOD - CHECK_PERIOD
+    assert len(db.receive_now("jobs", max_batch_size=100, lease_duration=LEASE)) == 100
+    assert _statistics(pg_database_url)[1:] == (0, analyzed)
+    clock.now += CHECK_PERIOD
+    assert len(db.receive_now("jobs", max_batch_size=100, lease_duration=LEASE)) == 100
+    assert _statistics(pg_database_url)[1:] == (2_000, analyzed + 1)

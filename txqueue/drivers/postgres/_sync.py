@@ -373,7 +373,9 @@ class PostgresDriver:
     ) -> None:
         """ANALYZE ``queue`` when the planner takes it for holding fewer than ``fewest``
         rows, as receives just proved it does (``statistics``). Best effort: the batch is
-        leased already, and an error here is the next statement's to meet."""
+        leased already. An error (a ``statement_timeout``, an engine without ``pg_class``)
+        quiets the queue as an ANALYZE in vain does; a lost connection is the next
+        statement's to meet."""
 
         def stale() -> bool:
             rows = fetch(STATISTICS_STALE, [fewest, ident(queue.name)])
@@ -385,7 +387,7 @@ class PostgresDriver:
                 if stale():
                     self.statistics.in_vain(queue.name)
         except TxqueueError:
-            pass
+            self.statistics.in_vain(queue.name)
 
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         statements = queue_statements(params.queue, self.deliver_column)
