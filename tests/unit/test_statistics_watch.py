@@ -11,6 +11,12 @@ from txqueue.drivers.postgres.statistics import (
 )
 
 
+def after(watch: StatisticsWatch, queue: str, count: int, limit: int) -> float | None:
+    """Record a receive of ``queue``; what the next receive of it must check first."""
+    watch.received(queue, count, limit)
+    return watch.due(queue)
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now = 100.0
@@ -19,48 +25,64 @@ class FakeClock:
         return self.now
 
 
+def test_a_check_is_due_once_until_a_receive_takes_it() -> None:
+    watch = StatisticsWatch(FakeClock())
+    for _ in range(MIN_STREAK):
+        watch.received("jobs", 1, limit=1)
+    assert watch.due("jobs") == MIN_STREAK / 2
+    assert watch.due("jobs") is None
+
+
+def test_a_short_receive_drops_a_check_not_yet_taken() -> None:
+    watch = StatisticsWatch(FakeClock())
+    for _ in range(MIN_STREAK):
+        watch.received("jobs", 1, limit=1)
+    watch.received("jobs", 0, limit=1)  # the backlog is gone: nothing to mend
+    assert watch.due("jobs") is None
+
+
 def test_a_streak_of_full_receives_is_checked_once_it_reaches_min_streak() -> None:
     watch = StatisticsWatch(FakeClock())
-    results = [watch.received("jobs", 1, limit=1) for _ in range(MIN_STREAK)]
+    results = [after(watch, "jobs", 1, limit=1) for _ in range(MIN_STREAK)]
     assert results[:-1] == [None] * (MIN_STREAK - 1)
     assert results[-1] == MIN_STREAK / 2  # the estimate must show half of what was leased
-    assert watch.received("other", 1, limit=1) is None  # streaks are per queue
+    assert after(watch, "other", 1, limit=1) is None  # streaks are per queue
 
 
 def test_a_short_receive_ends_the_streak_and_its_check_period() -> None:
     watch = StatisticsWatch(FakeClock())
-    assert watch.received("jobs", 90, limit=90) is None
-    assert watch.received("jobs", 89, limit=90) is None  # short: the count starts over
-    assert watch.received("jobs", 90, limit=90) is None
-    assert watch.received("jobs", 90, limit=90) == 90.0  # twice the batch size: 180 leased
-    assert watch.received("jobs", 0, limit=90) is None
+    assert after(watch, "jobs", 90, limit=90) is None
+    assert after(watch, "jobs", 89, limit=90) is None  # short: the count starts over
+    assert after(watch, "jobs", 90, limit=90) is None
+    assert after(watch, "jobs", 90, limit=90) == 90.0  # twice the batch size: 180 leased
+    assert after(watch, "jobs", 0, limit=90) is None
     # A new streak is checked as soon as it is long enough, however recent the last check.
-    assert watch.received("jobs", 90, limit=90) is None
-    assert watch.received("jobs", 90, limit=90) == 90.0
+    assert after(watch, "jobs", 90, limit=90) is None
+    assert after(watch, "jobs", 90, limit=90) == 90.0
 
 
 def test_a_long_streak_is_checked_again_each_check_period_and_proves_at_most_evidence() -> None:
     clock = FakeClock()
     watch = StatisticsWatch(clock)
-    assert watch.received("jobs", 100, limit=100) is None  # below twice the batch size
-    assert watch.received("jobs", 100, limit=100) == 100.0
+    assert after(watch, "jobs", 100, limit=100) is None  # below twice the batch size
+    assert after(watch, "jobs", 100, limit=100) == 100.0
     for _ in range(50):
-        assert watch.received("jobs", 100, limit=100) is None  # within CHECK_PERIOD
+        assert after(watch, "jobs", 100, limit=100) is None  # within CHECK_PERIOD
     clock.now += CHECK_PERIOD
-    assert watch.received("jobs", 100, limit=100) == EVIDENCE / 2  # 5,300 leased
+    assert after(watch, "jobs", 100, limit=100) == EVIDENCE / 2  # 5,300 leased
     clock.now += CHECK_PERIOD
-    assert watch.received("jobs", 1000, limit=1000) == 4 * 1000 / 2  # a larger batch
+    assert after(watch, "jobs", 1000, limit=1000) == 4 * 1000 / 2  # a larger batch
 
 
 def test_an_analyze_in_vain_quiets_the_queue_for_quiet_period() -> None:
     clock = FakeClock()
     watch = StatisticsWatch(clock)
-    watch.received("jobs", 100, limit=100)
-    assert watch.received("jobs", 100, limit=100) == 100.0
+    after(watch, "jobs", 100, limit=100)
+    assert after(watch, "jobs", 100, limit=100) == 100.0
     watch.in_vain("jobs")
     clock.now += QUIET_PERIOD - 1
-    assert watch.received("jobs", 100, limit=100) is None
-    assert watch.received("other", 100, limit=100) is None
-    assert watch.received("other", 100, limit=100) == 100.0  # other queues are not quieted
+    assert after(watch, "jobs", 100, limit=100) is None
+    assert after(watch, "other", 100, limit=100) is None
+    assert after(watch, "other", 100, limit=100) == 100.0  # other queues are not quieted
     clock.now += 1
-    assert watch.received("jobs", 100, limit=100) == 400 / 2
+    assert after(watch, "jobs", 100, limit=100) == 400 / 2

@@ -349,9 +349,14 @@ class AsyncPostgresDriver:
         The scan starts at the queue's floor when it has one (``floors``). A batch that comes
         back short from there drops the floor and, with ``look_again``, looks from the oldest
         for the rest at once: a message ready below the floor is not left behind while there
-        is room for it.
+        is room for it. First, when earlier receives made it due, the queue's planner
+        statistics are looked at, and mended if they were taken while it was empty
+        (``statistics``).
         """
         queue, limit = params.queue, params.max_batch_size
+        fewest = self.statistics.due(queue.name)
+        if fewest is not None:
+            await self._refresh_statistics(fetch, queue, fewest)
         statements = queue_statements(queue, self.deliver_column)
         arguments: dict[str, Any] = {"now": params.now, "lease": params.lease, "limit": limit}
         floor = self.floors.floor(queue.name)
@@ -370,19 +375,16 @@ class AsyncPostgresDriver:
                 messages.sort(key=lambda message: message.deliver_time)
                 floor = None
         self.floors.received(queue.name, messages, limit, floor)
-        fewest = self.statistics.received(queue.name, len(messages), limit)
-        if fewest is not None:
-            await self._refresh_statistics(fetch, queue, fewest)
+        self.statistics.received(queue.name, len(messages), limit)
         return messages
 
     async def _refresh_statistics(
         self, fetch: Callable[[str, Any], Awaitable[Rows]], queue: Table, fewest: float
     ) -> None:
         """ANALYZE ``queue`` when the planner takes it for holding fewer than ``fewest``
-        rows, as receives just proved it does (``statistics``). Best effort: the batch is
-        leased already. An error (a ``statement_timeout``, an engine without ``pg_class``)
-        quiets the queue as an ANALYZE in vain does; a lost connection is the next
-        statement's to meet."""
+        rows, as receives just proved it does (``statistics``). Best effort: an error (a
+        ``statement_timeout``, an engine without ``pg_class``) quiets the queue as an
+        ANALYZE in vain does, and a lost connection is the receive's to meet."""
 
         async def stale() -> bool:
             rows = await fetch(STATISTICS_STALE, [fewest, ident(queue.name)])

@@ -345,6 +345,9 @@ class PostgresDriver:
         is room for it.
         """
         queue, limit = params.queue, params.max_batch_size
+        fewest = self.statistics.due(queue.name)
+        if fewest is not None:
+            self._refresh_statistics(fetch, queue, fewest)
         statements = queue_statements(queue, self.deliver_column)
         arguments: dict[str, Any] = {"now": params.now, "lease": params.lease, "limit": limit}
         floor = self.floors.floor(queue.name)
@@ -363,19 +366,16 @@ class PostgresDriver:
                 messages.sort(key=lambda message: message.deliver_time)
                 floor = None
         self.floors.received(queue.name, messages, limit, floor)
-        fewest = self.statistics.received(queue.name, len(messages), limit)
-        if fewest is not None:
-            self._refresh_statistics(fetch, queue, fewest)
+        self.statistics.received(queue.name, len(messages), limit)
         return messages
 
     def _refresh_statistics(
         self, fetch: Callable[[str, Any], Rows], queue: Table, fewest: float
     ) -> None:
         """ANALYZE ``queue`` when the planner takes it for holding fewer than ``fewest``
-        rows, as receives just proved it does (``statistics``). Best effort: the batch is
-        leased already. An error (a ``statement_timeout``, an engine without ``pg_class``)
-        quiets the queue as an ANALYZE in vain does; a lost connection is the next
-        statement's to meet."""
+        rows, as receives just proved it does (``statistics``). Best effort: an error (a
+        ``statement_timeout``, an engine without ``pg_class``) quiets the queue as an
+        ANALYZE in vain does, and a lost connection is the receive's to meet."""
 
         def stale() -> bool:
             rows = fetch(STATISTICS_STALE, [fewest, ident(queue.name)])

@@ -15,7 +15,9 @@ many messages as were waiting. While a streak of a queue in this process has lea
 least ``MIN_STREAK`` messages and twice the batch size, the driver reads the planner's
 estimate of the queue's rows (``STATISTICS_STALE``): at once, then at most once every
 ``CHECK_PERIOD`` while the streak lasts (something may analyze the queue meanwhile, in a
-moment it was empty).
+moment it was empty). It does so before the queue's next receive, not after the one that
+made it due: an ANALYZE takes a while, and the leases of a batch already taken would run
+out meanwhile.
 If it is below half the streak, up to ``max(EVIDENCE, 4 x batch size)`` (the receive's plan
 flips once the estimate falls below about the batch size; a long streak of a queue that
 really holds few rows proves no more than that), the driver runs ``ANALYZE (SKIP_LOCKED)``
@@ -49,14 +51,16 @@ class StatisticsWatch:
         self._streaks: dict[str, int] = {}
         self._checked: dict[str, float] = {}  # when the estimate was last read, this streak
         self._in_vain: dict[str, float] = {}  # when an ANALYZE last left it low
+        self._due: dict[str, float] = {}  # the fewest rows the estimate must show
 
-    def received(self, queue: str, count: int, limit: int) -> float | None:
-        """Record that a receive of ``queue`` leased ``count`` of at most ``limit`` messages.
-        When the estimate is due to be read: the fewest rows it must show."""
+    def received(self, queue: str, count: int, limit: int) -> None:
+        """Record that a receive of ``queue`` leased ``count`` of at most ``limit``
+        messages."""
         if count < limit:  # short: the backlog (if any) is gone
             self._streaks.pop(queue, None)
             self._checked.pop(queue, None)
-            return None
+            self._due.pop(queue, None)
+            return
         streak = self._streaks.get(queue, 0) + count
         self._streaks[queue] = streak
         now = self._clock()
@@ -65,9 +69,14 @@ class StatisticsWatch:
             or now - self._checked.get(queue, now - CHECK_PERIOD) < CHECK_PERIOD
             or now - self._in_vain.get(queue, -QUIET_PERIOD) < QUIET_PERIOD
         ):
-            return None
+            return
         self._checked[queue] = now
-        return min(streak, max(EVIDENCE, 4 * limit)) / 2
+        self._due[queue] = min(streak, max(EVIDENCE, 4 * limit)) / 2
+
+    def due(self, queue: str) -> float | None:
+        """Before a receive of ``queue``: the fewest rows the planner's estimate must show,
+        when it is due to be read (once)."""
+        return self._due.pop(queue, None)
 
     def in_vain(self, queue: str) -> None:
         """Record that an ANALYZE of ``queue`` left the planner's estimate low."""
