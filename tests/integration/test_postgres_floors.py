@@ -9,12 +9,12 @@ short, and within ``FULL_SCAN_PERIOD`` while receives keep coming back full.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
 import pytest
+from fakes import MonotonicClock
 
 import txqueue
 from txqueue.drivers.postgres.floors import FULL_SCAN_PERIOD, ReceiveFloors
@@ -23,24 +23,8 @@ from txqueue.errors import Unavailable
 
 pytestmark = pytest.mark.postgres
 
-QUEUE = "CREATE QUEUE jobs (jobid bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
 ACKED = 40_000
 LEASE = timedelta(seconds=10)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def db(pg_database_url: str) -> Iterator[txqueue.Database]:
-    with txqueue.connect(pg_database_url) as database:
-        database.update_ddl([QUEUE])
-        yield database
 
 
 def _send_backlog(db: txqueue.Database, count: int, now: datetime) -> None:
@@ -174,7 +158,7 @@ def test_a_message_below_the_floor_comes_in_the_receive_that_comes_back_short(
 def test_during_a_backlog_a_message_below_the_floor_waits_one_period_at_most(
     db: txqueue.Database, pg_database_url: str
 ) -> None:
-    clock = FakeClock()
+    clock = MonotonicClock(0.0)
     db._driver.floors = ReceiveFloors(clock)  # type: ignore[attr-defined]
     now = datetime.now(timezone.utc)
     _send_backlog(db, 10, now)

@@ -9,11 +9,11 @@ page an update still works, just as an ordinary one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import psycopg
 import pytest
+from postgres_support import JOBS_QUEUE
 
 import txqueue
 from txqueue.drivers.postgres.codec import messages_from_rows, stored_token, token_location
@@ -21,19 +21,17 @@ from txqueue.drivers.postgres.statements import QUEUE_FILLFACTOR, queue_statemen
 
 pytestmark = pytest.mark.postgres
 
-QUEUE = "CREATE QUEUE jobs (jobid bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
 MESSAGES = 170  # ~10 pages of ~17 messages (payloads of 200 bytes, pages half full)
 LEASE = timedelta(seconds=30)
 
 
 @pytest.fixture
-def db(pg_database_url: str) -> Iterator[txqueue.Database]:
-    with txqueue.connect(pg_database_url) as db:
-        db.update_ddl([QUEUE])
-        with db.batch() as batch:
-            for number in range(MESSAGES):
-                batch.send("jobs", (number,), bytes(200))
-        yield db
+def db(db: txqueue.Database) -> txqueue.Database:
+    """The ``jobs`` queue of conftest.py, with MESSAGES waiting."""
+    with db.batch() as batch:
+        for number in range(MESSAGES):
+            batch.send("jobs", (number,), bytes(200))
+    return db
 
 
 def _updates(connection: psycopg.Connection) -> tuple[int, int]:
@@ -49,7 +47,7 @@ def _updates(connection: psycopg.Connection) -> tuple[int, int]:
 
 def test_queue_tables_leave_room_on_their_pages(pg_database_url: str) -> None:
     with psycopg.connect(pg_database_url) as connection:
-        txqueue.connect(pg_database_url).update_ddl([QUEUE])
+        txqueue.connect(pg_database_url).update_ddl([JOBS_QUEUE])
         [[options]] = connection.execute(
             "SELECT reloptions FROM pg_class WHERE relname = 'jobs'"
         ).fetchall()

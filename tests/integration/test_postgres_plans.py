@@ -8,13 +8,12 @@ hand the planner an array that drives a TID scan (leased rows) or an index scan 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from postgres_support import scans_of_jobs
 
 import txqueue
 from txqueue.drivers.postgres.codec import (
@@ -29,45 +28,27 @@ from txqueue.mutations import prepare_ack
 
 pytestmark = pytest.mark.postgres
 
-QUEUE = "CREATE QUEUE jobs (jobid bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
 WAITING = 5_000
 BATCH = 100
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
-
-
-def _scans_of_jobs(connection: psycopg.Connection, sql: str, arguments: Any) -> list[str]:
-    """The scan node types the planner picks over ``jobs`` for ``sql`` (a custom plan)."""
-    [[document]] = connection.execute("EXPLAIN (FORMAT JSON) " + sql, arguments).fetchall()
-    plans = document if isinstance(document, list) else json.loads(document)
-    return [
-        node["Node Type"]
-        for node in _nodes(plans[0]["Plan"])
-        if node.get("Relation Name") == "jobs" and node["Node Type"] != "ModifyTable"
-    ]
-
-
 @pytest.fixture
-def leased(pg_database_url: str) -> Iterator[tuple[txqueue.Database, list[txqueue.Message]]]:
+def leased(
+    db: txqueue.Database, pg_database_url: str
+) -> tuple[txqueue.Database, list[txqueue.Message]]:
     """A queue of WAITING messages (analysed), BATCH of them leased."""
-    with txqueue.connect(pg_database_url) as db:
-        db.update_ddl([QUEUE])
-        with db.batch() as batch:
-            for number in range(WAITING):
-                batch.send("jobs", (number,), b"x" * 100)
-        with psycopg.connect(pg_database_url, autocommit=True) as connection:
-            connection.execute("ANALYZE jobs")
-        messages = []
-        for message in db.receive("jobs", max_duration=timedelta(seconds=5), max_batch_size=BATCH):
-            messages.append(message)
-            if message.last_in_batch:
-                break
-        assert len(messages) == BATCH
-        yield db, messages
+    with db.batch() as batch:
+        for number in range(WAITING):
+            batch.send("jobs", (number,), b"x" * 100)
+    with psycopg.connect(pg_database_url, autocommit=True) as connection:
+        connection.execute("ANALYZE jobs")
+    messages = []
+    for message in db.receive("jobs", max_duration=timedelta(seconds=5), max_batch_size=BATCH):
+        messages.append(message)
+        if message.last_in_batch:
+            break
+    assert len(messages) == BATCH
+    return db, messages
 
 
 def test_receive_ack_and_renew_plans_do_not_scan_the_queue(
@@ -94,16 +75,16 @@ def test_receive_ack_and_renew_plans_do_not_scan_the_queue(
     receive = {"now": None, "lease": timedelta(seconds=10), "limit": BATCH}
     with psycopg.connect(pg_database_url, autocommit=True) as connection:
         scans = {
-            "receive": _scans_of_jobs(connection, statements.receive, receive),
-            "ack by token": _scans_of_jobs(connection, *run_statement(by_token, deliver, False)),
-            "ack by tokens of two receives": _scans_of_jobs(
+            "receive": scans_of_jobs(connection, statements.receive, receive),
+            "ack by token": scans_of_jobs(connection, *run_statement(by_token, deliver, False)),
+            "ack by tokens of two receives": scans_of_jobs(
                 connection, *run_statement(by_tokens, deliver, False)
             ),
-            "ack by key": _scans_of_jobs(connection, *run_statement(by_key, deliver, False)),
-            "commit's ack": _scans_of_jobs(
+            "ack by key": scans_of_jobs(connection, *run_statement(by_key, deliver, False)),
+            "commit's ack": scans_of_jobs(
                 connection, *_with_place(run_statement(by_token, deliver, True))
             ),
-            "renew": _scans_of_jobs(connection, statements.renew, renew),
+            "renew": scans_of_jobs(connection, statements.renew, renew),
         }
     assert all(found for found in scans.values()), scans
     assert not any("Seq Scan" in found for found in scans.values()), scans

@@ -9,12 +9,12 @@ would be in vain, and never while the statistics are sound.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from datetime import timedelta
 
 import psycopg
 import pytest
+from fakes import MonotonicClock
+from postgres_support import scans_of_jobs
 
 import txqueue
 from txqueue.drivers.postgres.statements import queue_statements
@@ -27,23 +27,7 @@ from txqueue.drivers.postgres.statistics import (
 
 pytestmark = pytest.mark.postgres
 
-QUEUE = "CREATE QUEUE jobs (jobid bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (jobid))"
 LEASE = timedelta(minutes=1)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def db(pg_database_url: str) -> Iterator[txqueue.Database]:
-    with txqueue.connect(pg_database_url) as database:
-        database.update_ddl([QUEUE])
-        yield database
 
 
 def _load(url: str, waiting: int, analyze_empty: bool) -> None:
@@ -78,19 +62,9 @@ def _statistics(url: str) -> tuple[int, float, int]:
 def _receive_scans(url: str, db: txqueue.Database) -> list[str]:
     """The scan nodes over ``jobs`` of a receive of 100, as the planner would plan it now."""
     statements = queue_statements(db.queue("jobs"), db._driver.deliver_column)  # type: ignore[attr-defined]
+    arguments = {"now": None, "lease": LEASE, "limit": 100}
     with psycopg.connect(url) as connection:
-        [[plan]] = connection.execute(
-            "EXPLAIN (FORMAT JSON) " + statements.receive,
-            {"now": None, "lease": LEASE, "limit": 100},
-        ).fetchall()
-    plan = plan if isinstance(plan, list) else json.loads(plan)
-    found, nodes = [], [plan[0]["Plan"]]
-    while nodes:
-        node = nodes.pop()
-        nodes += node.get("Plans", [])
-        if node.get("Relation Name") == "jobs" and node["Node Type"] != "ModifyTable":
-            found.append(node["Node Type"])
-    return found
+        return scans_of_jobs(connection, statements.receive, arguments)
 
 
 @pytest.mark.parametrize("face", ["receive_now", "stream"])
@@ -133,7 +107,7 @@ def test_sound_statistics_are_left_alone(pg_database_url: str, db: txqueue.Datab
 def test_an_analyze_in_vain_is_not_repeated(pg_database_url: str, db: txqueue.Database) -> None:
     """A queue that really holds few rows: the streak of 100 receives of one proves 50 rows,
     but all 100 were acked; the ANALYZE finds 30 and leaves the estimate below 50."""
-    clock = FakeClock()
+    clock = MonotonicClock(0.0)
     db._driver.statistics = StatisticsWatch(clock)  # type: ignore[attr-defined]
     _load(pg_database_url, MIN_STREAK + 30, analyze_empty=True)
     _, _, analyzed = _statistics(pg_database_url)
@@ -163,7 +137,7 @@ def test_a_queue_held_by_vacuum_is_left_alone_until_quiet_period(
 ) -> None:
     """ANALYZE (SKIP_LOCKED) does not wait for a VACUUM's lock (taken here by hand), nor do
     the receives; the queue is left alone for QUIET_PERIOD, then analyzed."""
-    clock = FakeClock()
+    clock = MonotonicClock(0.0)
     db._driver.statistics = StatisticsWatch(clock)  # type: ignore[attr-defined]
     _load(pg_database_url, 2_000, analyze_empty=True)
     _, _, analyzed = _statistics(pg_database_url)

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from fakes import MonotonicClock
+
 from txqueue.drivers.postgres.floors import FULL_SCAN_PERIOD, ReceiveFloors
 from txqueue.models import Message
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def batch(*minutes: int) -> list[Message]:
@@ -25,7 +19,7 @@ def batch(*minutes: int) -> list[Message]:
 
 
 def test_no_floor_until_a_receive_from_the_start_leases_a_full_batch() -> None:
-    floors = ReceiveFloors(FakeClock())
+    floors = ReceiveFloors(MonotonicClock())
     assert floors.floor("jobs") is None
     floors.received("jobs", batch(5, 3), limit=3, floor=None)  # short
     assert floors.floor("jobs") is None
@@ -35,7 +29,7 @@ def test_no_floor_until_a_receive_from_the_start_leases_a_full_batch() -> None:
 
 
 def test_a_full_batch_from_the_floor_moves_it_and_a_short_one_drops_it() -> None:
-    floors = ReceiveFloors(FakeClock())
+    floors = ReceiveFloors(MonotonicClock())
     floors.received("jobs", batch(1, 2), limit=2, floor=None)
     floor = floors.floor("jobs")
     floors.received("jobs", batch(4, 3), limit=2, floor=floor)
@@ -45,7 +39,7 @@ def test_a_full_batch_from_the_floor_moves_it_and_a_short_one_drops_it() -> None
 
 
 def test_the_walk_from_the_start_comes_back_every_period_while_batches_stay_full() -> None:
-    clock = FakeClock()
+    clock = MonotonicClock()
     floors = ReceiveFloors(clock)
     floors.received("jobs", batch(1, 2), limit=2, floor=None)
     clock.now += FULL_SCAN_PERIOD / 2
@@ -57,7 +51,7 @@ def test_the_walk_from_the_start_comes_back_every_period_while_batches_stay_full
 
 
 def test_a_floor_dropped_meanwhile_is_not_brought_back_by_a_receive_from_it() -> None:
-    floors = ReceiveFloors(FakeClock())
+    floors = ReceiveFloors(MonotonicClock())
     floors.received("jobs", batch(1, 2), limit=2, floor=None)
     floor = floors.floor("jobs")
     floors.received("jobs", batch(3), limit=2, floor=floor)  # another receiver: short
@@ -66,7 +60,7 @@ def test_a_floor_dropped_meanwhile_is_not_brought_back_by_a_receive_from_it() ->
 
 
 def test_a_send_of_this_process_drops_the_floor_of_its_queue() -> None:
-    floors = ReceiveFloors(FakeClock())
+    floors = ReceiveFloors(MonotonicClock())
     floors.received("jobs", batch(1, 2), limit=2, floor=None)
     floors.received("other", batch(1, 2), limit=2, floor=None)
     floors.forget(["jobs", "unknown"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fakes import MonotonicClock
+
 from txqueue.drivers.postgres.statistics import (
     CHECK_PERIOD,
     EVIDENCE,
@@ -17,16 +19,8 @@ def after(watch: StatisticsWatch, queue: str, count: int, limit: int) -> float |
     return watch.due(queue)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_check_is_due_once_until_a_receive_takes_it() -> None:
-    watch = StatisticsWatch(FakeClock())
+    watch = StatisticsWatch(MonotonicClock())
     for _ in range(MIN_STREAK):
         watch.received("jobs", 1, limit=1)
     assert watch.due("jobs") == MIN_STREAK / 2
@@ -34,7 +28,7 @@ def test_a_check_is_due_once_until_a_receive_takes_it() -> None:
 
 
 def test_a_short_receive_drops_a_check_not_yet_taken() -> None:
-    watch = StatisticsWatch(FakeClock())
+    watch = StatisticsWatch(MonotonicClock())
     for _ in range(MIN_STREAK):
         watch.received("jobs", 1, limit=1)
     watch.received("jobs", 0, limit=1)  # the backlog is gone: nothing to mend
@@ -42,7 +36,7 @@ def test_a_short_receive_drops_a_check_not_yet_taken() -> None:
 
 
 def test_a_streak_of_full_receives_is_checked_once_it_reaches_min_streak() -> None:
-    watch = StatisticsWatch(FakeClock())
+    watch = StatisticsWatch(MonotonicClock())
     results = [after(watch, "jobs", 1, limit=1) for _ in range(MIN_STREAK)]
     assert results[:-1] == [None] * (MIN_STREAK - 1)
     assert results[-1] == MIN_STREAK / 2  # the estimate must show half of what was leased
@@ -50,7 +44,7 @@ def test_a_streak_of_full_receives_is_checked_once_it_reaches_min_streak() -> No
 
 
 def test_a_short_receive_ends_the_streak_and_its_check_period() -> None:
-    watch = StatisticsWatch(FakeClock())
+    watch = StatisticsWatch(MonotonicClock())
     assert after(watch, "jobs", 90, limit=90) is None
     assert after(watch, "jobs", 89, limit=90) is None  # short: the count starts over
     assert after(watch, "jobs", 90, limit=90) is None
@@ -62,7 +56,7 @@ def test_a_short_receive_ends_the_streak_and_its_check_period() -> None:
 
 
 def test_a_long_streak_is_checked_again_each_check_period_and_proves_at_most_evidence() -> None:
-    clock = FakeClock()
+    clock = MonotonicClock()
     watch = StatisticsWatch(clock)
     assert after(watch, "jobs", 100, limit=100) is None  # below twice the batch size
     assert after(watch, "jobs", 100, limit=100) == 100.0
@@ -75,7 +69,7 @@ def test_a_long_streak_is_checked_again_each_check_period_and_proves_at_most_evi
 
 
 def test_an_analyze_in_vain_quiets_the_queue_for_quiet_period() -> None:
-    clock = FakeClock()
+    clock = MonotonicClock()
     watch = StatisticsWatch(clock)
     after(watch, "jobs", 100, limit=100)
     assert after(watch, "jobs", 100, limit=100) == 100.0

@@ -342,7 +342,9 @@ class PostgresDriver:
         The scan starts at the queue's floor when it has one (``floors``). A batch that comes
         back short from there drops the floor and, with ``look_again``, looks from the oldest
         for the rest at once: a message ready below the floor is not left behind while there
-        is room for it.
+        is room for it. First, when earlier receives made it due, the queue's planner
+        statistics are looked at, and mended if they were taken while it was empty
+        (``statistics``).
         """
         queue, limit = params.queue, params.max_batch_size
         fewest = self.statistics.due(queue.name)
