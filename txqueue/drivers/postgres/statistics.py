@@ -63,11 +63,12 @@ class StatisticsWatch:
             return
         streak = self._streaks.get(queue, 0) + count
         self._streaks[queue] = streak
-        now = self._clock()
-        if (
-            streak < max(MIN_STREAK, 2 * limit)
-            or now - self._checked.get(queue, now - CHECK_PERIOD) < CHECK_PERIOD
-            or now - self._in_vain.get(queue, -QUIET_PERIOD) < QUIET_PERIOD
+        if streak < max(MIN_STREAK, 2 * limit):
+            return
+        now = self._clock()  # only past the threshold: most receives need no clock
+        checked, quieted = self._checked.get(queue), self._in_vain.get(queue)
+        if (checked is not None and now - checked < CHECK_PERIOD) or (
+            quieted is not None and now - quieted < QUIET_PERIOD
         ):
             return
         self._checked[queue] = now
