@@ -8,8 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from txqueue.bench.systems import ordered_key, random_key
+from txqueue.bench.systems import TxqueueSystem, ordered_key, random_key
 from txqueue.cli.main import main
+from txqueue.core.url import parse_url
 
 MESSAGES = 120
 
@@ -61,6 +62,26 @@ def test_bench_runs_every_workload_on_both_systems(database_url: str, tmp_path: 
                 assert run["after_commit_p99_ms"] >= run["after_commit_p50_ms"] > 0, run
                 assert run["commit_p99_ms"] > 0, run
     assert "txqueue / raw" in result.output
+
+
+def test_each_section_starts_from_an_empty_queue_as_the_baseline_does(database_url: str) -> None:
+    """On PostgreSQL the raw baseline truncates its table before a section; txqueue's queue
+    must start as clean, not behind the previous section's rows left as dead tuples."""
+    system = TxqueueSystem(database_url)
+    try:
+        system.setup()
+        system.send([b"{}"] * 30, 10)
+        assert system.pending() == 30
+        system.setup()
+        assert system.pending() == 0
+        if parse_url(database_url).engine == "postgres":
+            import psycopg
+
+            with psycopg.connect(parse_url(database_url).target) as connection:
+                query = "SELECT pg_relation_size('txqueuebench')"
+                assert connection.execute(query).fetchone() == (0,)  # a new, empty file
+    finally:
+        system.close()
 
 
 def test_ordered_keys_sort_in_the_order_they_were_made() -> None:
