@@ -2,12 +2,13 @@
 
     python benchmarks/sqlite_key_order.py [--messages 20000] [--batch 100] [--repeats 3]
 
-No txqueue Python on the measured path: a bare ``sqlite3`` loop runs txqueue's receive
-(in a lease transaction, as the driver does) and its token-fenced ack ``DELETE`` per batch,
-against the raw baseline's ``UPDATE … RETURNING`` and ``DELETE … IN`` on an integer-keyed
-table. Both files are WAL at ``synchronous=FULL``. Keys are random (UUID4 hex, as the shared
-harness sends) or time-ordered; the raw table numbers its rows either way. Prints receive
-and ack time per message (medians) and the drain rate as a share of raw.
+No txqueue Python on the measured path: a bare ``sqlite3`` loop runs txqueue's send
+``INSERT`` (a transaction per batch), its receive (in a lease transaction, as the driver
+does) and its token-fenced ack ``DELETE`` per batch, against the raw baseline's ``INSERT``,
+``UPDATE … RETURNING`` and ``DELETE … IN`` on an integer-keyed table. Both files are WAL at
+``synchronous=FULL``. Keys are random (UUID4 hex, as the shared harness sends) or
+time-ordered; the raw table numbers its rows either way. Prints send, receive and ack time
+per message (medians), and the batched send and the drain as shares of raw's rates.
 """
 
 from __future__ import annotations
@@ -51,21 +52,27 @@ def connect(path: str) -> sqlite3.Connection:
 Rows = list[tuple[object, ...]]
 
 
-def drain(
+def cycle(
     connection: sqlite3.Connection,
     table: str,
     insert: str,
     rows: Rows,
+    batch: int,
     receive: Callable[[], Rows],
     ack: Callable[[Rows], None],
-) -> tuple[float, float]:
-    """Empty ``table`` and fill it (``insert`` of ``rows``), then receive and ack batches
-    until every message is done; seconds per message spent receiving and acking."""
+) -> tuple[float, float, float]:
+    """Empty ``table``, send ``rows`` with ``insert`` in transactions of ``batch``, then
+    receive and ack batches until every message is done; seconds per message spent
+    sending, receiving and acking."""
     connection.execute(f"DELETE FROM {table}")
-    connection.execute("BEGIN")
-    connection.executemany(insert, rows)
-    connection.execute("COMMIT")
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    started = time.perf_counter()
+    for start in range(0, len(rows), batch):
+        connection.execute("BEGIN IMMEDIATE")
+        connection.executemany(insert, rows[start : start + batch])
+        connection.execute("COMMIT")
     messages = len(rows)
+    sending = time.perf_counter() - started
     receiving = acking = 0.0
     done = 0
     while done < messages:
@@ -76,10 +83,12 @@ def drain(
         receiving += received - started
         acking += time.perf_counter() - received
         done += len(leased)
-    return receiving / messages, acking / messages
+    return sending / messages, receiving / messages, acking / messages
 
 
-def drain_raw(connection: sqlite3.Connection, messages: int, batch: int) -> tuple[float, float]:
+def cycle_raw(
+    connection: sqlite3.Connection, messages: int, batch: int
+) -> tuple[float, float, float]:
     def receive() -> Rows:
         connection.execute("BEGIN IMMEDIATE")
         leased = connection.execute(RAW_RECEIVE, (time.time(), batch)).fetchall()
@@ -94,12 +103,12 @@ def drain_raw(connection: sqlite3.Connection, messages: int, batch: int) -> tupl
 
     insert = "INSERT INTO rawq (payload, deliver_time) VALUES (?, ?)"
     rows: Rows = [(PAYLOAD, time.time())] * messages
-    return drain(connection, "rawq", insert, rows, receive, ack)
+    return cycle(connection, "rawq", insert, rows, batch, receive, ack)
 
 
-def drain_txqueue(
+def cycle_txqueue(
     connection: sqlite3.Connection, table: Table, messages: int, batch: int, key: Callable[[], str]
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     statements = queue_statements(table, "DeliverTime")
 
     def receive() -> Rows:
@@ -123,9 +132,8 @@ def drain_txqueue(
         connection.execute("COMMIT")
         assert deleted == len(leased), "every fenced ack must apply"
 
-    insert = 'INSERT INTO "BenchQ" ("Id", "Payload") VALUES (?, ?)'
-    rows: Rows = [(key(), PAYLOAD) for _ in range(messages)]
-    return drain(connection, '"BenchQ"', insert, rows, receive, ack)
+    rows: Rows = [(key(), PAYLOAD, None) for _ in range(messages)]  # deliver time: now
+    return cycle(connection, '"BenchQ"', statements.send, rows, batch, receive, ack)
 
 
 def main() -> None:
@@ -143,20 +151,26 @@ def main() -> None:
             db.update_ddl([DDL])
             table = db.queue("BenchQ")
         ours = connect(path)
-        shares, measured = [], []
+        sends, drains, measured = [], [], []
         for _ in range(options.repeats):
-            raw_receive, raw_ack = drain_raw(raw, options.messages, options.batch)
-            receive, ack = drain_txqueue(ours, table, options.messages, options.batch, key)
-            shares.append((raw_receive + raw_ack) / (receive + ack))
-            measured.append((receive, ack, raw_receive, raw_ack))
-        receive, ack, raw_receive, raw_ack = (
-            statistics.median(m[i] for m in measured) for i in range(4)
+            theirs = cycle_raw(raw, options.messages, options.batch)
+            mine = cycle_txqueue(ours, table, options.messages, options.batch, key)
+            sends.append(theirs[0] / mine[0])
+            drains.append((theirs[1] + theirs[2]) / (mine[1] + mine[2]))
+            measured.append(mine + theirs)
+        send, receive, ack, raw_send, raw_receive, raw_ack = (
+            statistics.median(m[i] * 1e6 for m in measured) for i in range(6)
         )
         print(
-            f"{order:8s} keys: txqueue receive {receive * 1e6:5.1f} µs, ack {ack * 1e6:5.1f} µs"
-            f" | raw receive {raw_receive * 1e6:5.1f} µs, ack {raw_ack * 1e6:5.1f} µs"
-            f" | txqueue SQL drains at {min(shares):.0%}–{max(shares):.0%} of raw"
+            f"{order:7s} keys: txqueue send {send:4.1f} µs, receive {receive:4.1f} µs,"
+            f" ack {ack:4.1f} µs | raw send {raw_send:4.1f} µs, receive {raw_receive:4.1f} µs,"
+            f" ack {raw_ack:4.1f} µs | txqueue SQL sends at {_span(sends)},"
+            f" drains at {_span(drains)} of raw"
         )
+
+
+def _span(shares: list[float]) -> str:
+    return f"{min(shares):.0%}–{max(shares):.0%}"
 
 
 if __name__ == "__main__":
