@@ -153,11 +153,11 @@ def main() -> None:
         ours = connect(path)
         sends, drains, measured = [], [], []
         for _ in range(options.repeats):
-            theirs = cycle_raw(raw, options.messages, options.batch)
-            mine = cycle_txqueue(ours, table, options.messages, options.batch, key)
-            sends.append(theirs[0] / mine[0])
-            drains.append((theirs[1] + theirs[2]) / (mine[1] + mine[2]))
-            measured.append(mine + theirs)
+            raw_times = cycle_raw(raw, options.messages, options.batch)
+            txqueue_times = cycle_txqueue(ours, table, options.messages, options.batch, key)
+            sends.append(raw_times[0] / txqueue_times[0])
+            drains.append(sum(raw_times[1:]) / sum(txqueue_times[1:]))
+            measured.append(txqueue_times + raw_times)
         send, receive, ack, raw_send, raw_receive, raw_ack = (
             statistics.median(m[i] * 1e6 for m in measured) for i in range(6)
         )
