@@ -94,8 +94,10 @@ class TxqueueSystem(System):
             return
         import psycopg
 
+        from txqueue.drivers.postgres.statements import ident  # the driver's name for it
+
         with psycopg.connect(parsed.target, autocommit=True) as connection:
-            connection.execute(f'TRUNCATE "{QUEUE.lower()}"')
+            connection.execute(f"TRUNCATE {ident(QUEUE)}")
 
     def send(self, payloads: list[bytes], batch: int) -> None:
         for start in range(0, len(payloads), batch):
