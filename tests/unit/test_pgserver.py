@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ pytestmark = pytest.mark.postgres
 
 def _own_server(postgres_server: PostgresServer | None) -> PostgresServer:
     if postgres_server is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but the tests use an external server", pytrace=False)
         pytest.skip("using an external PostgreSQL server; no server of our own to control")
     return postgres_server
 
