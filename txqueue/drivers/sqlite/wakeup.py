@@ -4,10 +4,18 @@ SQLite has no LISTEN/NOTIFY. Each waiting receiver binds a Unix datagram socket 
 directory derived from the database file's real path; a committed send writes one datagram
 (the queue name) to every socket there. A receiver whose socket reads its queue's name tries
 to receive at once. Stale sockets of dead processes are removed by the first sender that
-meets them. A sender lists the directory again only when its timestamp changed (a ``stat``
+meets them. A sender lists the directory again only when its timestamp changed (one ``lstat``
 per commit instead of a listing). Commits made outside txqueue (the application's own ``sqlite3`` connection)
 send no datagram; receivers notice those through ``PRAGMA data_version`` on a slow fallback
 tick instead.
+
+The directory lives in ``$XDG_RUNTIME_DIR`` when that is the user's own (owned by them, no
+access for group or others), else in the temp dir, where another user may create the name
+first. A directory is used only when it is ours: a real directory (never a symlink) owned by
+this user with mode exactly 0700; sockets are 0600. When the name is taken, the next of a few
+deterministic names (``-1``, ``-2`` …) is used, by senders and receivers alike; when all are
+taken, the database gets no wake-ups (a warning is logged) and receivers rely on their
+fallback tick, which also sees txqueue's own commits.
 """
 
 from __future__ import annotations
@@ -16,21 +24,138 @@ import contextlib
 import errno
 import hashlib
 import itertools
+import logging
 import os
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterable
 
-__all__ = ["WakeupSocket", "notify", "wakeup_directory"]
+__all__ = ["WakeupSocket", "candidate_directories", "notify", "wakeup_directory"]
 
 _counter = itertools.count()
+_log = logging.getLogger("txqueue.sqlite")
+
+#: Longest ``$XDG_RUNTIME_DIR`` used: a socket path adds ~60 bytes and must fit in 107.
+_RUNTIME_MAX = 44
+#: How many names a database's directory may take (the first one not another user's).
+CANDIDATES = 4
 
 
 def wakeup_directory(database_path: str) -> str:
-    """A short, per-database directory for sockets (Unix socket paths are limited to ~100 bytes)."""
+    """A short, per-database directory for sockets (Unix socket paths are limited to ~100 bytes).
+
+    This is the first candidate name; ``candidate_directories`` gives the others.
+    """
     digest = hashlib.sha1(os.path.realpath(database_path).encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), f"txqueue-{os.getuid()}-{digest}")
+    return os.path.join(_base(), f"txqueue-{os.geteuid()}-{digest}")
+
+
+def candidate_directories(directory: str) -> list[str]:
+    """The names tried in order, by senders and receivers alike, for ``wakeup_directory``."""
+    return [directory, *(f"{directory}-{n}" for n in range(1, CANDIDATES))]
+
+
+def _base() -> str:
+    """``$XDG_RUNTIME_DIR`` when it is usable and the user's own, else the temp dir."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime) and len(runtime) <= _RUNTIME_MAX:
+        try:
+            status = os.lstat(runtime)
+        except OSError:
+            return tempfile.gettempdir()
+        if (
+            stat.S_ISDIR(status.st_mode)
+            and status.st_uid == os.geteuid()
+            and not status.st_mode & 0o077
+            and os.access(runtime, os.W_OK | os.X_OK)
+        ):
+            return runtime
+    return tempfile.gettempdir()
+
+
+def _ours(status: os.stat_result) -> bool:
+    """A real directory of this user that no one else may enter (mode exactly 0700)."""
+    return (
+        stat.S_ISDIR(status.st_mode)
+        and status.st_uid == os.geteuid()
+        and stat.S_IMODE(status.st_mode) == 0o700
+    )
+
+
+def _existing(directory: str) -> tuple[str, int] | None:
+    """Where receivers of this database wait, and its timestamp; None when nowhere (yet).
+
+    Receivers take the first candidate that is not another user's, so a sender stops at the
+    first that is absent.
+    """
+    for candidate in candidate_directories(directory):
+        try:
+            status = os.lstat(candidate)
+        except OSError:
+            return None
+        if _ours(status):
+            return candidate, status.st_mtime_ns
+    return None
+
+
+def _take(candidate: str) -> os.stat_result | None:
+    """Create ``candidate`` (0700 whatever the umask) or find it ours; None when it is not.
+
+    FileNotFoundError: it vanished between the two steps (another process's last receiver
+    removed it); the caller tries again.
+    """
+    created = True
+    try:
+        os.mkdir(candidate, 0o700)
+    except FileExistsError:
+        created = False
+    try:  # O_NOFOLLOW: a symlink there fails (ELOOP) instead of being followed
+        descriptor = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None
+    try:
+        status = os.fstat(descriptor)
+        if created and status.st_uid == os.geteuid() and stat.S_IMODE(status.st_mode) != 0o700:
+            os.fchmod(descriptor, 0o700)  # the umask took bits mkdir asked for
+            status = os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
+    return status if _ours(status) else None
+
+
+def _claim(directory: str) -> tuple[str, os.stat_result] | None:
+    """The first candidate that is ours (created when absent); None when all are others'."""
+    for candidate in candidate_directories(directory):
+        status = _take(candidate)
+        if status is not None:
+            return candidate, status
+    return None
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(directory: str, reason: str) -> None:
+    """Say once per directory that its database's receivers poll instead of being woken."""
+    if directory not in _warned:
+        _warned.add(directory)
+        _log.warning(
+            "no usable wake-up directory at %s (or its %d alternatives): %s; receivers of "
+            "this database poll instead",
+            directory,
+            CANDIDATES - 1,
+            reason,
+        )
+
+
+def _new_socket() -> socket.socket:
+    made = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    made.setblocking(False)
+    return made
 
 
 #: A listing is reused only when the directory last changed this long before it was taken:
@@ -54,9 +179,9 @@ _listings: dict[str, _Listing] = {}
 _sender: socket.socket | None = None
 
 
-def _receivers(directory: str) -> list[str]:
-    """The sockets in ``directory``: one ``stat`` while it has not changed, else a listing."""
-    changed = os.stat(directory).st_mtime_ns
+def _receivers(directory: str, changed: int) -> list[str]:
+    """The sockets in ``directory``, last changed at ``changed``: the known listing while
+    that is unchanged, else a new one."""
     known = _listings.get(directory)
     if known is not None and known.settled and known.changed == changed:
         return known.names
@@ -66,10 +191,18 @@ def _receivers(directory: str) -> list[str]:
 
 
 def notify(directory: str, queues: Iterable[str]) -> None:
-    """Tell every receiver waiting on this database that ``queues`` got messages."""
+    """Tell every receiver waiting on this database that ``queues`` got messages.
+
+    ``directory`` is the database's ``wakeup_directory``; nothing is sent into a directory
+    that is not ours.
+    """
     global _sender
+    found = _existing(directory)
+    if found is None:
+        return
+    directory, changed = found
     try:
-        names = _receivers(directory)
+        names = _receivers(directory, changed)
     except FileNotFoundError:
         return
     if not names:
@@ -100,31 +233,50 @@ def _forget_if_dead(directory: str, path: str, error: OSError) -> None:
 
 
 #: How often a receiver tries to bind when the directory vanishes between creating it and
-#: binding (the last receiver of another process removed it, empty, in between).
+#: binding (the last receiver of another process removed it, empty, in between); then it
+#: polls instead.
 _BIND_ATTEMPTS = 5
 
 
 class WakeupSocket:
     """A receiver's socket; readable when a send commits (``drain`` filters by queue).
 
-    The last receiver to close removes the directory, so that databases come and go (test
-    suites, short-lived files) without leaving one behind in the temp dir each.
+    Given the database's ``wakeup_directory``, it binds in the first candidate that is ours;
+    when there is none it stays unbound (never readable: the receiver polls) and
+    ``directory`` and ``path`` are None. The last receiver to close removes the directory, so
+    that databases come and go (test suites, short-lived files) without leaving one behind
+    in the temp dir each.
     """
 
     def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self.path = os.path.join(directory, f"{os.getpid()}-{next(_counter)}.sock")
-        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.socket.setblocking(False)
-        for attempt in range(_BIND_ATTEMPTS):
-            os.makedirs(directory, mode=0o700, exist_ok=True)
+        self.directory: str | None = None
+        self.path: str | None = None
+        self.socket = _new_socket()
+        name = f"{os.getpid()}-{next(_counter)}.sock"
+        for _ in range(_BIND_ATTEMPTS):
             try:
-                self.socket.bind(self.path)
+                claimed = _claim(directory)
+                if claimed is None:
+                    _warn_once(directory, "another user took its names")
+                    return
+                chosen, status = claimed
+                path = os.path.join(chosen, name)
+                self.socket.bind(path)
+            except FileNotFoundError:  # removed by another process's last receiver: again
+                continue
+            except OSError as error:
+                _warn_once(directory, str(error))
                 return
-            except FileNotFoundError:
-                if attempt == _BIND_ATTEMPTS - 1:
-                    self.socket.close()
-                    raise
+            if not _same_directory(chosen, status):  # replaced between the check and bind
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                self.socket.close()
+                self.socket = _new_socket()
+                continue
+            os.chmod(path, 0o600)  # in our 0700 directory: no one else can swap it
+            self.directory, self.path = chosen, path
+            return
+        _warn_once(directory, "it kept vanishing before a socket could be bound in it")
 
     def drain(self, queue: str) -> bool:
         """Read every pending datagram; True when one named ``queue``."""
@@ -139,6 +291,8 @@ class WakeupSocket:
 
     def close(self) -> None:
         self.socket.close()
+        if self.directory is None or self.path is None:
+            return
         with contextlib.suppress(OSError):
             os.unlink(self.path)
         try:
@@ -147,6 +301,15 @@ class WakeupSocket:
             _remove_dead_sockets(self.directory)
             with contextlib.suppress(OSError):  # another receiver still waits there
                 os.rmdir(self.directory)
+
+
+def _same_directory(directory: str, status: os.stat_result) -> bool:
+    """True when ``directory`` is still the one ``status`` describes."""
+    try:
+        now = os.lstat(directory)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (status.st_dev, status.st_ino) and _ours(now)
 
 
 def _remove_dead_sockets(directory: str) -> None:
