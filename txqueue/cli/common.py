@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 import click
 
 import txqueue
+from txqueue.core.text import printable
 from txqueue.errors import TxqueueError
 
-__all__ = ["DEFAULT_DATABASE", "database_option", "open_database", "run_command"]
+__all__ = ["DEFAULT_DATABASE", "database_option", "failure", "open_database", "run_command"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_DATABASE = "sqlite:///txqueue.db"
@@ -33,7 +34,7 @@ def open_database(url: str, dialect: str | None = None) -> txqueue.Database:
     try:
         return txqueue.connect(url, dialect=dialect)
     except TxqueueError as error:
-        raise click.ClickException(f"{type(error).__name__}: {error}") from error
+        raise failure(error) from error
 
 
 def run_command(function: Callable[[], Any]) -> Any:
@@ -41,4 +42,9 @@ def run_command(function: Callable[[], Any]) -> Any:
     try:
         return function()
     except TxqueueError as error:
-        raise click.ClickException(f"{type(error).__name__}: {error}") from error
+        raise failure(error) from error
+
+
+def failure(error: TxqueueError) -> click.ClickException:
+    """The one-line message for ``error``; stored text in it is shown with visible escapes."""
+    return click.ClickException(f"{type(error).__name__}: {printable(error)}")

@@ -9,10 +9,9 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.cli.text import Column, print_table
 from txqueue.models import DeadLetter
 
 __all__ = ["dead_letters"]
@@ -57,19 +56,26 @@ def list_command(queue: str, database: str, limit: int, as_json: bool) -> None:
         for letter in letters:
             click.echo(json.dumps(_record(letter)))
         return
-    table = Table(title=f"dead letters of {queue}")
-    for heading in ("key", "attempts", "last error", "first failure", "last failure"):
-        table.add_column(heading)
-    for letter in letters:
-        error = letter.last_error if len(letter.last_error) <= 60 else letter.last_error[:59] + "…"
-        table.add_row(
+    columns = [
+        Column("key", overflow="fold"),
+        Column("attempts", justify="right", no_wrap=True),
+        Column("last error", max_width=60),  # wrapped within 60 columns on a terminal
+        Column("first failure", no_wrap=True),
+        Column("last failure", no_wrap=True),
+    ]
+    rows = [
+        (
             json.dumps(list(letter.key), default=str),
-            str(letter.attempts),
-            error,
+            letter.attempts,
+            letter.last_error,
             letter.first_failure.isoformat(timespec="seconds"),
             letter.last_failure.isoformat(timespec="seconds"),
         )
-    Console().print(table if letters else f"no dead letters in {queue}")
+        for letter in letters
+    ]
+    print_table(
+        columns, rows, title=f"dead letters of {queue}", empty=f"no dead letters in {queue}"
+    )
 
 
 @dead_letters.command("show")
@@ -85,12 +91,13 @@ def show_command(queue: str, key: str, database: str) -> None:
     if not found:
         raise click.ClickException(f"no dead letter with key {key} in {queue}")
     letter = found[0]
-    table = Table(show_header=False, title=f"dead letter {key} of {letter.queue}")
-    table.add_column(style="bold")
-    table.add_column()
-    for name, value in _record(letter).items():
-        table.add_row(name, value if isinstance(value, str) else json.dumps(value, default=str))
-    Console().print(table)
+    rows = [
+        (name, value if isinstance(value, str) else json.dumps(value, default=str))
+        for name, value in _record(letter).items()
+    ]
+    columns = [Column(style="bold"), Column()]
+    title = f"dead letter {key} of {letter.queue}"
+    print_table(columns, rows, title=title, empty="", show_header=False)
 
 
 @dead_letters.command("replay")

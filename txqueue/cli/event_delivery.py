@@ -16,15 +16,16 @@ from datetime import timedelta
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 import txqueue
 from txqueue.cli.common import database_option, run_command
 from txqueue.cli.events import call, json_option
 from txqueue.cli.events import since as parse_since
+from txqueue.cli.text import Column, print_table
 from txqueue.core.durations import parse_duration
+from txqueue.core.text import printable
 from txqueue.events.cloudevent import to_json
+from txqueue.worker import configure_logging
 
 __all__ = ["dispatcher", "events"]
 
@@ -113,21 +114,26 @@ def undelivered(
             )
             click.echo(json.dumps(row))
         return
-    table = Table(title="undelivered messages")
-    for heading in ("message_uid", "bus", "pipeline", "type", "id", "attempts", "status", "error"):
-        table.add_column(heading, no_wrap=heading == "message_uid")
-    for item in found:
-        table.add_row(
+    headings = ("bus", "pipeline", "type", "id", "attempts", "status")
+    columns = [
+        Column("message_uid", no_wrap=True),
+        *map(Column, headings),
+        Column("error", max_width=80),  # wrapped within 80 columns on a terminal
+    ]
+    rows = [
+        (
             item.message_uid,
             item.bus,
             item.pipeline or "(no enrollment)",
             item.event.get_type(),
             item.event.get_id(),
-            str(item.attempts),
-            str(item.status or "-"),
-            (item.error or "")[:80],
+            item.attempts,
+            item.status or "-",
+            item.error or "",
         )
-    Console().print(table if found else "no undelivered messages")
+        for item in found
+    ]
+    print_table(columns, rows, title="undelivered messages", empty="no undelivered messages")
 
 
 @events.command("replay")
@@ -216,6 +222,8 @@ def dispatcher(
     interval = (
         None if purge_interval == "never" else parse_duration(purge_interval, "--purge-interval")
     )
+    # Warnings and errors (failed deliveries, outages) to stderr, each line made printable.
+    configure_logging("text", "WARNING")
     stats = run_command(
         lambda: asyncio.run(_dispatch(database, concurrency, attempt_timeout, interval))
     )
@@ -242,7 +250,7 @@ async def _dispatch(url: str, concurrency: int, timeout: float, interval: timede
             loop.add_signal_handler(number, worker.stop)
         await worker.events.ensure_tables()
         print(
-            f"dispatcher delivering for {url} (concurrency {concurrency})",
+            f"dispatcher delivering for {printable(url)} (concurrency {concurrency})",
             file=sys.stderr,
             flush=True,
         )

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 import txqueue
 from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.cli.text import Column, print_table
 from txqueue.core.durations import parse_duration
 from txqueue.errors import InvalidArgument
 from txqueue.events.resources import UNCHANGED
@@ -71,12 +70,12 @@ def _table(title: str, resources: list[Any], columns: list[str], as_json: bool) 
         for row in rows:
             click.echo(json.dumps(row))
         return
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, no_wrap=column == "name")
-    for row in rows:
-        table.add_row(*(_cell(row.get(column)) for column in columns))
-    Console().print(table if rows else f"no {title}")
+    print_table(
+        [Column(column, no_wrap=column == "name") for column in columns],
+        ([_cell(row.get(column)) for column in columns] for row in rows),
+        title=title,
+        empty=f"no {title}",
+    )
 
 
 def _cell(value: Any) -> str:

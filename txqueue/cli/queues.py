@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.cli.text import Column, print_table, text
 from txqueue.models import QueueInfo
 
 __all__ = ["queues"]
@@ -40,20 +39,20 @@ def queues(database: str, as_json: bool) -> None:
                 )
             )
         return
-    table = Table(title=f"queues in {database}")
-    for heading in ("queue", "ready", "leased", "scheduled", "dead letters", "oldest ready"):
-        table.add_column(heading, justify="left" if heading == "queue" else "right")
-    for info in infos:
-        age = info.oldest_ready_age_seconds
-        table.add_row(
+    headings = ("ready", "leased", "scheduled", "dead letters", "oldest ready")
+    columns = [Column("queue"), *(Column(heading, justify="right") for heading in headings)]
+    rows = [
+        (
             info.name,
-            str(info.ready),
-            str(info.leased),
-            str(info.scheduled),
-            f"[red]{info.dead_letters}[/]" if info.dead_letters else "0",
-            "-" if age is None else _age(age),
+            info.ready,
+            info.leased,
+            info.scheduled,
+            text(info.dead_letters, style="red") if info.dead_letters else 0,
+            "-" if info.oldest_ready_age_seconds is None else _age(info.oldest_ready_age_seconds),
         )
-    Console().print(table if infos else "no queues")
+        for info in infos
+    ]
+    print_table(columns, rows, title=f"queues in {database}", empty="no queues")
 
 
 def _age(seconds: float) -> str:

@@ -24,10 +24,13 @@ import click
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 import txqueue
+from txqueue.cli import text as display
 from txqueue.cli.common import database_option, open_database
+from txqueue.core.text import printable
 from txqueue.errors import TxqueueError
 from txqueue.sql import StreamingResultSet, is_complete, split_script, statement_kind
 
@@ -56,7 +59,7 @@ def sql(statement: str | None, database: str, as_json: bool, raw_params: Sequenc
     """
     params = _params(raw_params)
     with open_database(database) as db:
-        runner = _Runner(db, Console(), as_json, params)
+        runner = _Runner(db, display.console(), as_json, params)
         if statement is not None:
             ok = runner.script(statement)
         elif sys.stdin.isatty():
@@ -135,29 +138,29 @@ class _Runner:
             for row in rows:
                 click.echo(json.dumps(dict(zip(result.fields, map(_json_value, row)))))
             return
-        table = _table(result.fields)
+        table = self.table(result.fields)
         for row in rows:
-            table.add_row(*(escape(_cell(v)) for v in row))
+            display.add_row(table, map(_cell, row))
         self.console.print(table if rows else "(no rows)")
 
     def stream(self, fields: list[str], rows: Iterable[tuple[Any, ...]]) -> None:
         """Print rows as they arrive (a growing table on a terminal)."""
-        if self.as_json or not self.console.is_terminal:
+        if self.as_json or not display.on_terminal(self.console):
             if not self.as_json:
-                click.echo("\t".join(fields))
+                click.echo("\t".join(map(printable, fields)))
             for row in rows:
                 if self.as_json:
                     click.echo(json.dumps(dict(zip(fields, map(_json_value, row)))))
                 else:
-                    click.echo("\t".join(_cell(v) for v in row))
+                    click.echo("\t".join(printable(_cell(v)) for v in row))
                 sys.stdout.flush()
             return
-        table = _table(fields, "waiting for messages (Ctrl-C stops)")
+        table = self.table(fields, "waiting for messages (Ctrl-C stops)")
         count = 0
         with Live(table, console=self.console, auto_refresh=False) as live:
             try:
                 for row in rows:
-                    table.add_row(*(escape(_cell(v)) for v in row))
+                    display.add_row(table, map(_cell, row))
                     count += 1
                     live.refresh()
             finally:
@@ -169,7 +172,14 @@ class _Runner:
             self.console.print(text)
 
     def error(self, error: TxqueueError) -> None:
-        Console(stderr=True).print(f"[red]{type(error).__name__}[/]: {escape(str(error))}")
+        message = Text.assemble((type(error).__name__, "red"), ": ", display.text(error))
+        display.console(stderr=True).print(message)
+
+    def table(self, fields: Sequence[str], caption: str | None = None) -> Table:
+        """A result table whose cells wrap rather than cut on a terminal (lease tokens must
+        stay whole); elsewhere every value is printed whole on its row's line."""
+        columns = [Column(name, overflow="fold") for name in fields]
+        return display.table(self.console, columns, caption=caption)
 
     # ---- the interactive shell ------------------------------------------------------------
 
@@ -177,7 +187,7 @@ class _Runner:
         """Read statements until ``;`` at the end of a line; ``\\q``, ``exit`` or Ctrl-D leave."""
         readline = _readline()
         self.console.print(
-            f"txqueue sql on [cyan]{escape(database)}[/] ({self.dialect.value} on "
+            f"txqueue sql on [cyan]{escape(printable(database))}[/] ({self.dialect.value} on "
             f"{self.db.engine}). End statements with ';', leave with \\q or Ctrl-D."
         )
         lines: list[str] = []
@@ -202,14 +212,6 @@ class _Runner:
             with contextlib.suppress(OSError):
                 readline.write_history_file(str(HISTORY))
         return True
-
-
-def _table(fields: Sequence[str], caption: str | None = None) -> Table:
-    """A result table whose cells wrap rather than cut (lease tokens must stay whole)."""
-    table = Table(header_style="bold", caption=caption)
-    for name in fields:
-        table.add_column(escape(name), overflow="fold")
-    return table
 
 
 def _readline() -> Any:

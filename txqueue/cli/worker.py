@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import click
 
-from txqueue.cli.common import database_option
+from txqueue.cli.common import database_option, failure
 from txqueue.core.durations import parse_duration
 from txqueue.errors import TxqueueError
 from txqueue.worker import App, Metrics, Stats, Worker, configure_logging
@@ -145,7 +145,7 @@ def worker(
         )
         asyncio.run(runner.run())
     except TxqueueError as error:
-        raise click.ClickException(f"{type(error).__name__}: {error}") from error
+        raise failure(error) from error
     finally:
         if line is not None:
             line.stop()

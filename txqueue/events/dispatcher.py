@@ -32,6 +32,7 @@ import txqueue
 from txqueue._async._compat import done_within
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.schema import ColumnType
+from txqueue.core.text import printable
 from txqueue.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -127,7 +128,9 @@ class AsyncDispatcher:
                 try:
                     await self._receive(slots, tasks)
                 except TxqueueError as error:
-                    logger.warning("receiving deliveries failed (%s); retrying in 1 s", error)
+                    logger.warning(
+                        "receiving deliveries failed (%s); retrying in 1 s", printable(error)
+                    )
                     await self._pause(1.0)
         finally:
             if tasks:
@@ -173,7 +176,7 @@ class AsyncDispatcher:
         try:
             messages, attempts = await self.events.purge()
         except TxqueueError as error:
-            logger.warning("purging the event archive failed: %s", error)
+            logger.warning("purging the event archive failed: %s", printable(error))
             return
         if messages or attempts:
             logger.info("purged %d archived messages and %d attempt rows", messages, attempts)
@@ -198,7 +201,9 @@ class AsyncDispatcher:
         try:
             await self._attempt_unguarded(message)
         except Exception:  # a bug or an outage: the lease expires and the attempt is redone
-            logger.exception("delivery %s failed unexpectedly; it will be retried", message.key)
+            logger.exception(
+                "delivery %s failed unexpectedly; it will be retried", printable(message.key)
+            )
 
     async def _attempt_unguarded(self, message: Message) -> None:
         name, uid = message.key
@@ -207,7 +212,7 @@ class AsyncDispatcher:
         except (ValueError, KeyError, TypeError) as error:  # not written by txqueue: keep it
             reason = f"unreadable delivery payload: {error!r}"
             await self.database.dead_letter(DELIVERIES, message.key, message.lease_token, reason)
-            logger.error("delivery %s/%s dead-lettered: %s", name, uid, reason)
+            logger.error("delivery %s/%s dead-lettered: %s", *map(printable, (name, uid, reason)))
             return
         started = self.database.now() or datetime.now(timezone.utc)
         pipeline = await self._pipeline(name)
@@ -312,7 +317,10 @@ class AsyncDispatcher:
         try:
             await self._recorder.record(record)
         except LeaseLost as lost:
-            logger.warning("delivery %s/%s: lease lost before recording (%s)", name, uid, lost)
+            logger.warning(
+                "delivery %s/%s: lease lost before recording (%s)",
+                *map(printable, (name, uid, lost)),
+            )
             return
         self.stats.attempts += 1
         if state == "delivered":
@@ -320,11 +328,17 @@ class AsyncDispatcher:
         elif state == "retrying":
             self.stats.retried += 1
             logger.info(
-                "delivery %s/%s attempt %d: %s; retry in %s", name, uid, number, error, delay
+                "delivery %s/%s attempt %d: %s; retry in %s",
+                *map(printable, (name, uid)),
+                number,
+                printable(error),
+                delay,
             )
         else:
             self.stats.failed += 1
-            logger.warning("delivery %s/%s failed for good: %s", name, uid, error)
+            logger.warning(
+                "delivery %s/%s failed for good: %s", *map(printable, (name, uid, error))
+            )
 
 
 def _problem(

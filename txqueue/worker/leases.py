@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
+from txqueue.core.text import printable
 from txqueue.errors import TxqueueError
 from txqueue.models import LeaseRenewal, Message
 
@@ -129,7 +130,7 @@ class LeaseKeeper:
             except TxqueueError as error:
                 log.warning(
                     "lease renewal failed: %s",
-                    error,
+                    printable(error),
                     extra={"queue": self.queue, "error": repr(error)},
                 )
                 for lease in due:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from txqueue.core.text import printable
 from txqueue.errors import InvalidArgument
 from txqueue.models import QueueInfo
 from txqueue.worker.outcomes import Outcome, OutcomeKind
@@ -240,15 +241,26 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """``time level logger: message key=value ...`` with the record's extra fields."""
+    """``time level logger: message key=value ...`` with the record's extra fields, then the
+    traceback if any. Keys, errors and response bodies come from outside: every control
+    character in the line (a newline too) and in the traceback is shown as an escape."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        record.message = record.getMessage()
+        record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
         extras = " ".join(f"{k}={v}" for k, v in _extras(record).items())
-        return f"{text} {extras}" if extras else text
+        lines = [printable(f"{line} {extras}" if extras else line)]
+        if record.exc_info:
+            lines += map(printable, self.formatException(record.exc_info).splitlines())
+        elif record.exc_text:
+            lines += map(printable, record.exc_text.splitlines())
+        if record.stack_info:
+            lines += map(printable, self.formatStack(record.stack_info).splitlines())
+        return "\n".join(lines)
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

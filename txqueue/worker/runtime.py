@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from txqueue._async.database import AsyncDatabase, connect_async
 from txqueue._sync.database import connect
+from txqueue.core.text import printable
 from txqueue.core.url import parse_url
 from txqueue.errors import InvalidArgument, NotFound, TxqueueError
 from txqueue.models import Message
@@ -278,7 +279,7 @@ class Worker:
                 wait = min(0.5 * 2**failures, 30.0)
                 log.warning(
                     "receive failed (%s); trying again in %.1f s",
-                    error,
+                    printable(error),
                     wait,
                     exc_info=not isinstance(error, TxqueueError | OSError),
                     extra={"queue": queue.spec.queue, "error": repr(error)},
@@ -445,7 +446,7 @@ class Worker:
             await handling.settle()
             log.error(
                 "handling failed: %s; the message is redelivered when its lease expires",
-                error,
+                printable(error),
                 exc_info=True,
                 extra=_fields(handling.message, error=repr(error)),
             )
@@ -533,7 +534,9 @@ class Worker:
                 try:
                     self.stats.queue_info(await database.queue_info(queue.spec.queue))
                 except (TxqueueError, OSError) as error:
-                    log.debug("queue_info failed: %s", error, extra={"queue": queue.spec.queue})
+                    log.debug(
+                        "queue_info failed: %s", printable(error), extra={"queue": queue.spec.queue}
+                    )
             await asyncio.sleep(POLL_SECONDS)
 
     def _install_signals(self) -> None:

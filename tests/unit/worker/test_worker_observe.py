@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -35,6 +36,21 @@ def test_json_lines_carry_the_extra_fields() -> None:
 def test_text_lines_append_key_values() -> None:
     line = TextFormatter().format(_record(queue="Q", outcome="retried"))
     assert line.endswith("retried Q queue=Q outcome=retried")
+
+
+def test_text_lines_show_control_characters_as_escapes() -> None:
+    """Stored and remote text (keys, handler errors, response bodies) cannot drive the terminal."""
+    record = _record(key=["a\x1b]8;;http://evil\x1b\\"], error="boom\x07\nforged line")
+    record.args = ("\x1b[2J",)
+    try:
+        raise ValueError("bad \x1b[31mred")
+    except ValueError:
+        record.exc_info = sys.exc_info()
+    line = TextFormatter().format(record)
+    assert "retried \\x1b[2J " in line
+    assert "key=['a\\x1b]8;;http://evil\\x1b\\\\'] error=boom\\x07\\nforged line" in line
+    assert line.endswith("ValueError: bad \\x1b[31mred") and "Traceback" in line.splitlines()[1]
+    assert not [c for c in line if c in "\x1b\x07\r"]
 
 
 def test_configure_logging_checks_the_format() -> None:
