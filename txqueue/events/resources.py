@@ -228,16 +228,23 @@ def decode_resource(
     kind: str, name: str, config: str, create_time: datetime, update_time: datetime
 ) -> Resource:
     """The resource stored as ``(kind, name, config)``; parsed once per distinct row."""
-    return replace(_decode(kind, name, config), create_time=create_time, update_time=update_time)
+    resource, schema = _decode(kind, name, config)
+    resource = replace(resource, create_time=create_time, update_time=update_time)
+    if schema is not None:
+        # Checked when it was stored, perhaps under laxer rules: a schema that no longer
+        # passes must not hide the whole catalog; its deliveries fail permanently instead.
+        object.__setattr__(resource, "json_schema", schema)
+    return resource
 
 
 @lru_cache(maxsize=4096)
-def _decode(kind: str, name: str, config: str) -> Resource:
+def _decode(kind: str, name: str, config: str) -> tuple[Resource, dict[str, Any] | None]:
+    """The stored resource (a pipeline without its JSON schema) and the schema."""
     data = json.loads(config)
     if kind == BUS:
         seconds = data["retention_seconds"]
         retention = None if seconds is None else timedelta(seconds=seconds)
-        return Bus(name, archive=data["archive"], retention=retention)
+        return Bus(name, archive=data["archive"], retention=retention), None
     if kind == PIPELINE:
         retry = data["retry"]
         kind_, _, target = data["destination"].partition(":")
@@ -246,7 +253,7 @@ def _decode(kind: str, name: str, config: str) -> Resource:
             if kind_ in ("http", "https")
             else Destination(kind_, target)  # checked when it was stored
         )
-        return Pipeline(
+        pipeline = Pipeline(
             name,
             destination,
             RetryPolicy(
@@ -256,12 +263,12 @@ def _decode(kind: str, name: str, config: str) -> Resource:
                 jitter=retry["jitter"],
             ),
             input_payload_format=data["input_payload_format"],
-            json_schema=data["json_schema"],
             signing_secret=data["signing_secret"],
             allow_private=data["allow_private"],
         )
+        return pipeline, data["json_schema"]
     if kind == ENROLLMENT:
-        return Enrollment(name, data["bus"], data["pipeline"], data["cel_match"])
+        return Enrollment(name, data["bus"], data["pipeline"], data["cel_match"]), None
     raise InvalidArgument(f"unknown event resource kind {kind!r}")
 
 
