@@ -5,13 +5,21 @@ attempts. Redirects are not followed (a 3xx is a permanent failure, as it is not
 and proxies and ``.netrc`` credentials from the environment are ignored unless
 ``trust_env=True`` (a webhook sender must not hand a user's credentials to arbitrary hosts).
 
+Connections are opened by the destination guard (`txqueue.events.guarded`): each new one
+resolves the host again and is refused unless every address is public, or the call allows
+private destinations (``allow_private``, per call or per deliverer). A refusal is PERMANENT.
+With ``trust_env=True`` and a proxy in the environment the proxy connects instead, unguarded.
+
 ``timeout`` (default 30 s) bounds an attempt. The async deliverer enforces it as a hard total
 deadline. httpx has no total timeout for sync calls, so the sync deliverer bounds each phase
 (connect, send, wait for each read) by ``timeout`` and stops reading the body at the total
 deadline. Once the status line and headers have arrived, the status decides the outcome. The
 body is then read only to free the connection for reuse and to quote it in the error, within
-the time left and at most 64 KiB. Timeouts and connection failures are TRANSIENT with no
-status. A request httpx cannot send (unsupported scheme, invalid URL or header) is PERMANENT.
+the time left and at most 64 KiB; at most 1 KiB of it is quoted, cut with a marker, every
+control character shown as an escape (`txqueue.core.text.printable`), so the attempt log holds
+one short printable line whatever the receiver sent. Timeouts and connection failures are
+TRANSIENT with no status. A request httpx cannot send (unsupported scheme, invalid URL or
+header) is PERMANENT.
 """
 
 from __future__ import annotations
@@ -27,7 +35,10 @@ from typing import Any
 
 import httpx
 
+from txqueue.core.text import printable
 from txqueue.errors import InvalidArgument
+from txqueue.events.destinations import DestinationRefused, Resolver
+from txqueue.events.guarded import AsyncGuardedTransport, GuardedTransport
 from txqueue.events.outcomes import Outcome, classify_status, parse_retry_after
 
 __all__ = ["AsyncHttpDeliverer", "Attempt", "HttpDeliverer"]
@@ -39,7 +50,7 @@ if importlib.util.find_spec("sniffio") is None:
     sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 _USER_AGENT = "txqueue-events/0.1"
-_EXCERPT = 512  # bytes of a failing response's body kept in Attempt.error
+_EXCERPT = 1024  # bytes of a failing response's body kept in Attempt.error
 _DRAIN = 64 * 1024  # bytes read to free a connection for reuse; past that it is dropped
 
 
@@ -61,8 +72,11 @@ def _seconds(timeout: float | timedelta) -> float:
     return float(value)
 
 
-def _client_options(timeout: float, trust_env: bool) -> dict[str, Any]:
+def _client_options(
+    timeout: float, trust_env: bool, transport: httpx.BaseTransport | httpx.AsyncBaseTransport
+) -> dict[str, Any]:
     return {
+        "transport": transport,
         "timeout": httpx.Timeout(timeout),
         "follow_redirects": False,
         "trust_env": trust_env,
@@ -84,15 +98,26 @@ def _from_response(response: httpx.Response, excerpt: bytes, started: float) -> 
             phrase = ""
         error = f"HTTP {response.status_code} {phrase}".rstrip()
         if outcome is Outcome.PERMANENT and 300 <= response.status_code < 400:
-            error += f" (redirect to {response.headers.get('location', '?')} not followed)"
-        text = excerpt.decode("utf-8", "replace").strip()
+            location = _quote(response.headers.get("location", "?").encode("utf-8", "replace"))
+            error += f" (redirect to {location} not followed)"
+        text = _quote(excerpt)
         if text:
             error += f": {text}"
     retry_after = parse_retry_after(response.headers.get("retry-after"), datetime.now(timezone.utc))
     return Attempt(response.status_code, outcome, error, _elapsed(started), retry_after)
 
 
+def _quote(data: bytes) -> str:
+    """At most `_EXCERPT` bytes of ``data`` as one printable line, marked when cut."""
+    text = printable(data[:_EXCERPT].decode("utf-8", "replace")).strip()
+    if len(data) > _EXCERPT:
+        text += f" [cut at {_EXCERPT} bytes]"
+    return text
+
+
 def _from_error(error: BaseException, started: float, timeout: float) -> Attempt:
+    if isinstance(error, DestinationRefused):
+        return Attempt(None, Outcome.PERMANENT, str(error), _elapsed(started), None)
     if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError, TimeoutError)):
         text = f"timeout after {timeout:g} s: {type(error).__name__} {error}".rstrip()
         outcome = Outcome.TRANSIENT
@@ -102,27 +127,58 @@ def _from_error(error: BaseException, started: float, timeout: float) -> Attempt
     else:
         text = f"connection error: {type(error).__name__}: {error}".rstrip(": ")
         outcome = Outcome.TRANSIENT
-    return Attempt(None, outcome, text, _elapsed(started), None)
+    return Attempt(None, outcome, printable(text), _elapsed(started), None)
 
 
 # Errors that end an attempt without a response; anything else is a bug and propagates.
-_FAILURES = (httpx.TransportError, httpx.InvalidURL, TimeoutError, asyncio.TimeoutError)
+_FAILURES = (
+    httpx.TransportError,
+    httpx.InvalidURL,
+    TimeoutError,
+    asyncio.TimeoutError,
+    DestinationRefused,
+)
 
 
 class HttpDeliverer:
-    """Synchronous deliverer around one reused ``httpx.Client``; call `close` when done."""
+    """Synchronous deliverer around reused httpx clients; call `close` when done.
 
-    def __init__(self, timeout: float | timedelta = 30.0, *, trust_env: bool = False) -> None:
+    ``allow_private`` is the default of `deliver`'s; ``resolver`` replaces
+    ``socket.getaddrinfo`` for the destination guard's lookups.
+    """
+
+    def __init__(
+        self,
+        timeout: float | timedelta = 30.0,
+        *,
+        trust_env: bool = False,
+        allow_private: bool = False,
+        resolver: Resolver | None = None,
+    ) -> None:
         self.timeout = _seconds(timeout)
-        self._client = httpx.Client(**_client_options(self.timeout, trust_env))
+        self.allow_private = allow_private
+        self._clients = {  # one pool each, so a connection opened unchecked is never reused
+            private: httpx.Client(
+                **_client_options(
+                    self.timeout,
+                    trust_env,
+                    GuardedTransport(allow_private=private, resolver=resolver, trust_env=trust_env),
+                )
+            )
+            for private in (False, True)
+        }
 
-    def deliver(self, url: str, headers: dict[str, str], body: bytes) -> Attempt:
-        """POST ``body`` with ``headers`` to ``url`` and report how it went."""
+    def deliver(
+        self, url: str, headers: dict[str, str], body: bytes, allow_private: bool | None = None
+    ) -> Attempt:
+        """POST ``body`` with ``headers`` to ``url`` and report how it went; private
+        destinations are refused unless ``allow_private`` (default: the deliverer's)."""
         started = time.monotonic()
         deadline = started + self.timeout
+        client = self._clients[self.allow_private if allow_private is None else allow_private]
         try:
-            request = self._client.build_request("POST", url, headers=headers, content=body)
-            response = self._client.send(request, stream=True)
+            request = client.build_request("POST", url, headers=headers, content=body)
+            response = client.send(request, stream=True)
         except _FAILURES as error:
             return _from_error(error, started, self.timeout)
         excerpt = b""
@@ -130,7 +186,7 @@ class HttpDeliverer:
             success = classify_status(response.status_code) is Outcome.SUCCESS
             read = 0
             for chunk in response.iter_raw():
-                if not success and len(excerpt) < _EXCERPT:
+                if not success and len(excerpt) <= _EXCERPT:
                     excerpt += chunk
                 read += len(chunk)
                 if read > _DRAIN or time.monotonic() > deadline:
@@ -139,11 +195,12 @@ class HttpDeliverer:
             pass  # the status is known; a broken body does not change the outcome
         finally:
             response.close()
-        return _from_response(response, excerpt[:_EXCERPT], started)
+        return _from_response(response, excerpt, started)
 
     def close(self) -> None:
         """Close the pooled connections."""
-        self._client.close()
+        for client in self._clients.values():
+            client.close()
 
     def __enter__(self) -> HttpDeliverer:
         return self
@@ -153,20 +210,46 @@ class HttpDeliverer:
 
 
 class AsyncHttpDeliverer:
-    """Asynchronous deliverer around one reused ``httpx.AsyncClient``; await `close` when done."""
+    """Asynchronous deliverer around reused httpx clients; await `close` when done.
 
-    def __init__(self, timeout: float | timedelta = 30.0, *, trust_env: bool = False) -> None:
+    ``allow_private`` and ``resolver`` as for `HttpDeliverer`.
+    """
+
+    def __init__(
+        self,
+        timeout: float | timedelta = 30.0,
+        *,
+        trust_env: bool = False,
+        allow_private: bool = False,
+        resolver: Resolver | None = None,
+    ) -> None:
         self.timeout = _seconds(timeout)
-        self._client = httpx.AsyncClient(**_client_options(self.timeout, trust_env))
+        self.allow_private = allow_private
+        self._clients = {
+            private: httpx.AsyncClient(
+                **_client_options(
+                    self.timeout,
+                    trust_env,
+                    AsyncGuardedTransport(
+                        allow_private=private, resolver=resolver, trust_env=trust_env
+                    ),
+                )
+            )
+            for private in (False, True)
+        }
 
-    async def deliver(self, url: str, headers: dict[str, str], body: bytes) -> Attempt:
-        """POST ``body`` with ``headers`` to ``url`` and report how it went."""
+    async def deliver(
+        self, url: str, headers: dict[str, str], body: bytes, allow_private: bool | None = None
+    ) -> Attempt:
+        """POST ``body`` with ``headers`` to ``url`` and report how it went; private
+        destinations are refused unless ``allow_private`` (default: the deliverer's)."""
         started = time.monotonic()
         deadline = started + self.timeout
+        client = self._clients[self.allow_private if allow_private is None else allow_private]
         try:
-            request = self._client.build_request("POST", url, headers=headers, content=body)
+            request = client.build_request("POST", url, headers=headers, content=body)
             response = await asyncio.wait_for(
-                self._client.send(request, stream=True), timeout=self.timeout
+                client.send(request, stream=True), timeout=self.timeout
             )
         except _FAILURES as error:
             return _from_error(error, started, self.timeout)
@@ -181,11 +264,12 @@ class AsyncHttpDeliverer:
             pass  # the status is known; a slow or broken body does not change the outcome
         finally:
             await response.aclose()
-        return _from_response(response, excerpt[:_EXCERPT], started)
+        return _from_response(response, excerpt, started)
 
     async def close(self) -> None:
         """Close the pooled connections."""
-        await self._client.aclose()
+        for client in self._clients.values():
+            await client.aclose()
 
     async def __aenter__(self) -> AsyncHttpDeliverer:
         return self
@@ -199,7 +283,7 @@ async def _read_excerpt(response: httpx.Response, *, collect: bool) -> bytes:
     excerpt = b""
     read = 0
     async for chunk in response.aiter_raw():
-        if collect and len(excerpt) < _EXCERPT:
+        if collect and len(excerpt) <= _EXCERPT:
             excerpt += chunk
         read += len(chunk)
         if read > _DRAIN:

@@ -238,6 +238,7 @@ class AsyncDispatcher:
                 pipeline.destination.target,
                 headers,
                 body,
+                pipeline.allow_private,  # the choice recorded with the pipeline decides
             )
             await self._finish(message, delivery, pipeline, attempt, started)
             return

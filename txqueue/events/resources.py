@@ -22,7 +22,7 @@ from typing import Any
 
 from txqueue.core.retry import RetryPolicy
 from txqueue.errors import InvalidArgument
-from txqueue.events.destinations import check_destination
+from txqueue.events.destinations import check_destination, private_allowed
 from txqueue.events.matching import Condition, compile_condition
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "decode_resource",
     "encode_resource",
     "parse_destination",
+    "recorded_private",
 ]
 
 BUS, PIPELINE, ENROLLMENT = "bus", "pipeline", "enrollment"
@@ -81,7 +82,8 @@ class Destination:
 
 
 def parse_destination(text: object, allow_private: bool = False) -> Destination:
-    """Parse ``https://...``, ``bus:NAME`` or ``queue:NAME``; URLs pass `check_destination`."""
+    """Parse ``https://...``, ``bus:NAME`` or ``queue:NAME``; URLs pass `check_destination`
+    and are kept with their scheme and host in lower case."""
     if not isinstance(text, str) or not text:
         raise InvalidArgument("destination must be a non-empty string")
     kind, _, target = text.partition(":")
@@ -94,6 +96,13 @@ def parse_destination(text: object, allow_private: bool = False) -> Destination:
     raise InvalidArgument(
         f"destination {text!r} is invalid: use an http(s) URL, 'bus:NAME' or 'queue:NAME'"
     )
+
+
+def recorded_private(destination: Destination, allow_private: bool) -> bool:
+    """The ``allow_private`` a pipeline records with ``destination``: also true when the
+    environment variable let its URL be private when it was checked. Deliveries follow the
+    recorded value, whatever the dispatcher's environment."""
+    return allow_private or (destination.kind == "http" and private_allowed(False))
 
 
 @dataclass(frozen=True)
@@ -250,7 +259,7 @@ def _decode(kind: str, name: str, config: str) -> tuple[Resource, dict[str, Any]
         kind_, _, target = data["destination"].partition(":")
         destination = (
             Destination("http", data["destination"])
-            if kind_ in ("http", "https")
+            if kind_.lower() in ("http", "https")  # older versions stored "HTTP://" as given
             else Destination(kind_, target)  # checked when it was stored
         )
         pipeline = Pipeline(

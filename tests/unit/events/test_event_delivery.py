@@ -107,13 +107,13 @@ def closed_port() -> int:
 
 @pytest.fixture
 def deliverer() -> Iterator[HttpDeliverer]:
-    with HttpDeliverer(timeout=5) as d:
+    with HttpDeliverer(timeout=5, allow_private=True) as d:
         yield d
 
 
 @pytest.fixture
 async def async_deliverer() -> Any:
-    async with AsyncHttpDeliverer(timeout=5) as d:
+    async with AsyncHttpDeliverer(timeout=5, allow_private=True) as d:
         yield d
 
 
@@ -204,7 +204,7 @@ def test_sync_302_is_not_followed(deliverer: HttpDeliverer, receiver: Receiver) 
 
 
 def test_sync_timeout(receiver: Receiver) -> None:
-    with HttpDeliverer(timeout=SHORT) as deliverer:
+    with HttpDeliverer(timeout=SHORT, allow_private=True) as deliverer:
         expect_timeout(deliverer.deliver(f"{receiver.base}/slow", {}, b"{}"))
 
 
@@ -298,7 +298,7 @@ async def test_async_302_is_not_followed(
 
 
 async def test_async_timeout(receiver: Receiver) -> None:
-    async with AsyncHttpDeliverer(timeout=SHORT) as deliverer:
+    async with AsyncHttpDeliverer(timeout=SHORT, allow_private=True) as deliverer:
         expect_timeout(await deliverer.deliver(f"{receiver.base}/slow", {}, b"{}"))
 
 

@@ -60,7 +60,7 @@ def fake_dns(monkeypatch: pytest.MonkeyPatch, *addresses: str) -> list[str]:
     ],
 )
 def test_public_ip_literals_are_accepted(url: str) -> None:
-    assert check_destination(url, allow_private=False) == url
+    assert check_destination(url, allow_private=False) == url.replace("HTTPS:", "https:")
 
 
 @pytest.mark.usefixtures("no_dns")
@@ -127,14 +127,44 @@ def test_malformed_urls_are_refused(url: str, message: str) -> None:
         ("[::ffff:127.0.0.1]", "loopback (embedded in IPv6)"),
         ("[::ffff:10.0.0.1]", "private (embedded in IPv6)"),
         ("[2002:7f00:1::]", "loopback (embedded in IPv6)"),  # 6to4 of 127.0.0.1
+        ("[fec0::1]", "site-local"),
+        ("[FEC0:0:0:0:0:0:0:1]", "site-local"),
+        ("[fec0:0000::0001]", "site-local"),
+        ("[feff:ffff::1]", "site-local"),
+        ("[::ffff:7f00:1]", "loopback (embedded in IPv6)"),
+        ("[2001:0:4136:e378:8000:63bf:80ff:fffe]", "loopback (embedded in IPv6)"),  # Teredo
+        ("[2001:0:4136:e378:8000:63bf:f7f7:f7f7]", "private"),  # Teredo of 8.8.8.8
     ],
 )
 def test_non_public_addresses_are_refused(host: str, reason: str) -> None:
     url = f"http://{host}:8080/hook"
-    with pytest.raises(InvalidArgument, match=re.escape(f"is a {reason} address")) as caught:
+    expected = re.escape(f"{reason} address")
+    with pytest.raises(InvalidArgument, match=f"is an? {expected}") as caught:
         check_destination(url, allow_private=False)
     assert ALLOW_PRIVATE_ENV in str(caught.value)
-    assert check_destination(url, allow_private=True) == url
+    assert check_destination(url, allow_private=True) == url.lower()
+
+
+@pytest.mark.parametrize(
+    "host", ["2130706433", "0x7f000001", "127.1", "0177.0.0.1", "LOCALHOST"]
+)
+def test_other_spellings_of_loopback_are_refused(host: str) -> None:
+    with pytest.raises(InvalidArgument, match=r"is a loopback address"):
+        check_destination(f"http://{host}:8080/", allow_private=False)
+
+
+def test_scheme_and_host_are_normalized_to_lower_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = fake_dns(monkeypatch, "93.184.216.34")
+    url = "HTTPS://Hooks.Example:8443/In/Path?Token=AbC#Frag"
+    assert check_destination(url) == "https://hooks.example:8443/In/Path?Token=AbC#Frag"
+    assert asked == ["hooks.example"]
+
+
+@pytest.mark.usefixtures("no_dns")
+def test_ipv6_literals_are_normalized_to_lower_case() -> None:
+    url = "HTTP://[2001:4860:4860::8888]:80/X"
+    assert check_destination(url) == "http://[2001:4860:4860::8888]:80/X"
+    assert check_destination("http://[FC00::1]/", allow_private=True) == "http://[fc00::1]/"
 
 
 def test_localhost_resolves_to_loopback_and_is_refused() -> None:

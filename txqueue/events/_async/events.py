@@ -29,6 +29,7 @@ from txqueue.events.resources import (
     Unchanged,
     encode_resource,
     parse_destination,
+    recorded_private,
 )
 
 __all__ = ["AsyncEvents"]
@@ -82,7 +83,10 @@ class AsyncEvents(AsyncArchive):
         allow_private: bool = False,
     ) -> Pipeline:
         """Create a pipeline delivering to ``destination``: an http(s) URL, ``bus:NAME`` or
-        ``queue:NAME`` (a queue with one STRING key column, which receives the message_uid)."""
+        ``queue:NAME`` (a queue with one STRING key column, which receives the message_uid).
+
+        ``allow_private`` (or ``TXQUEUE_ALLOW_PRIVATE_DESTINATIONS=1`` here) lets the URL's
+        host be private; the pipeline records it and its deliveries are checked against it."""
         target = parse_destination(destination, allow_private)
         await self._check_queue(target)
         pipeline = Pipeline(
@@ -92,7 +96,7 @@ class AsyncEvents(AsyncArchive):
             input_payload_format,
             json_schema,
             signing_secret,
-            allow_private,
+            recorded_private(target, allow_private),
         )
         return await self._create(pipeline)
 
@@ -121,6 +125,7 @@ class AsyncEvents(AsyncArchive):
         if destination is not None or allow_private is not None:
             target = parse_destination(destination or str(current.destination), private)
             await self._check_queue(target)
+            private = recorded_private(target, private)
 
         def change(pipeline: Pipeline) -> Pipeline:
             policy = retry or pipeline.retry
