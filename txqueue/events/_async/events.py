@@ -92,7 +92,7 @@ class AsyncEvents(AsyncArchive):
         pipeline = Pipeline(
             name,
             target,
-            retry or RetryPolicy(),
+            RetryPolicy() if retry is None else retry,
             input_payload_format,
             json_schema,
             signing_secret,
@@ -123,21 +123,26 @@ class AsyncEvents(AsyncArchive):
         private = current.allow_private if allow_private is None else allow_private
         target: Destination | None = None
         if destination is not None or allow_private is not None:
-            target = parse_destination(destination or str(current.destination), private)
+            given = str(current.destination) if destination is None else destination
+            target = parse_destination(given, private)
             await self._check_queue(target)
             private = recorded_private(target, private)
 
         def change(pipeline: Pipeline) -> Pipeline:
-            policy = retry or pipeline.retry
-            policy = replace(
+            policy = pipeline.retry if retry is None else retry
+            policy = replace(  # a zero or negative delay is refused here, never ignored
                 policy,
                 max_attempts=policy.max_attempts if max_attempts is None else max_attempts,
-                min_retry_delay=min_retry_delay or policy.min_retry_delay,
-                max_retry_delay=max_retry_delay or policy.max_retry_delay,
+                min_retry_delay=(
+                    policy.min_retry_delay if min_retry_delay is None else min_retry_delay
+                ),
+                max_retry_delay=(
+                    policy.max_retry_delay if max_retry_delay is None else max_retry_delay
+                ),
             )
             return Pipeline(
                 pipeline.name,
-                target or pipeline.destination,
+                pipeline.destination if target is None else target,
                 policy,
                 _keep(input_payload_format, pipeline.input_payload_format),
                 _keep(json_schema, pipeline.json_schema),
@@ -162,7 +167,7 @@ class AsyncEvents(AsyncArchive):
             return Enrollment(
                 enrollment.name,
                 enrollment.bus,
-                pipeline or enrollment.pipeline,
+                enrollment.pipeline if pipeline is None else pipeline,
                 enrollment.cel_match if cel_match is None else cel_match,
             )
 
