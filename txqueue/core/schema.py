@@ -8,6 +8,7 @@ every process sees the same definitions.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -29,6 +30,7 @@ __all__ = [
     "Index",
     "Table",
     "catalog_from_rows",
+    "check_engine_names",
     "validate_name",
 ]
 
@@ -221,6 +223,34 @@ class DropIndex:
 DdlStatement = CreateTable | DropTable | CreateIndex | DropIndex
 #: Tables (queues included) and indexes by lower-cased name.
 Catalog = tuple[dict[str, Table], dict[str, Index]]
+
+
+#: The name prefix each engine keeps for its own objects, case-insensitive: SQLite refuses
+#: tables and indexes named ``sqlite_…``; PostgreSQL looks unqualified names up in
+#: ``pg_catalog`` first, so a ``pg_…`` table could be hidden by a system one of that name.
+ENGINE_RESERVED_PREFIXES = {"sqlite": ("sqlite_", "SQLite"), "postgres": ("pg_", "PostgreSQL")}
+
+
+def check_engine_names(statements: Iterable[DdlStatement], engine: str) -> None:
+    """InvalidArgument, before anything is applied, for a table, queue or index that
+    ``statements`` would create under a name ``engine`` keeps for itself."""
+    reserved = ENGINE_RESERVED_PREFIXES.get(engine)
+    if reserved is None:
+        return
+    prefix, engine_name = reserved
+    for statement in statements:
+        if isinstance(statement, CreateTable):
+            what = "queue" if statement.table.is_queue else "table"
+            name = statement.table.name
+        elif isinstance(statement, CreateIndex):
+            what, name = "index", statement.index.name
+        else:
+            continue
+        if name.lower().startswith(prefix):
+            raise InvalidArgument(
+                f"{what} name {name!r} starts with {prefix!r}, which {engine_name} reserves "
+                "for its own objects (in any case): choose another name"
+            )
 
 
 def catalog_from_rows(rows: Any) -> Catalog:

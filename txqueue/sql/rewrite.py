@@ -10,6 +10,7 @@ native types and sqlglot's own translation.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from typing import Any
 
@@ -75,6 +76,11 @@ _SAME_AS_ARGUMENT = (
 _BOOLEAN = (exp.Predicate, exp.Connector, exp.Not, exp.Exists, exp.Boolean, exp.Xor)
 _STRINGS = (exp.Concat, exp.Lower, exp.Upper, exp.Substring, exp.Trim, exp.DPipe)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+_FLOATS = (ColumnType.FLOAT64, ColumnType.FLOAT32)
+#: The strings Spanner's CAST to FLOAT64 reads as infinities and NaN (any case).
+_SPECIAL_FLOATS = frozenset(
+    f"{sign}{word}" for sign in ("", "+", "-") for word in ("inf", "infinity", "nan")
+)
 
 
 def is_timestamp(column: Column | None) -> bool:
@@ -227,11 +233,29 @@ class Rewriter:
                 return self.constant(parse_date(literal, where), target)
             if kind is ColumnType.BYTES:
                 return self.constant(parse_bytes(literal, self.dialect), target)
+            if self.sqlite and kind in _FLOATS and literal.strip().lower() in _SPECIAL_FLOATS:
+                return self._special_float(node, literal, target)
         if self.sqlite and not target.array:
             replaced = self._sqlite_cast(child, kind)
             if replaced is not None:
                 return typed(replaced, target)
         return typed(node, target)
+
+    def _special_float(self, node: exp.Cast, literal: str, target: Column) -> exp.Expression:
+        """``CAST('nan' AS FLOAT64)``, ``'inf'``, ``'-infinity'`` … on SQLite, whose own CAST
+        reads them as 0.0. Infinities are constants. SQLite has no NaN (it stores one as
+        NULL), so a NaN travels as the text 'NaN', typed FLOAT64, and becomes ``float('nan')``
+        in the result; that works only for a selected column of the statement itself."""
+        value = float(literal.strip())
+        if not math.isnan(value):
+            return self.constant(value, target)
+        holder = node.parent.parent if isinstance(node.parent, exp.Alias) else node.parent
+        if not isinstance(holder, exp.Select) or holder.parent is not None:
+            raise InvalidArgument(
+                f"CAST({literal!r} AS {target.type.value}): SQLite has no NaN, so it can only "
+                f"be a column the query selects, not part of an expression{self.where(node)}"
+            )
+        return typed(exp.Literal.string("NaN"), target)
 
     def _sqlite_cast(self, child: exp.Expression, kind: ColumnType) -> exp.Expression | None:
         from_timestamp = is_timestamp(type_of(child))

@@ -30,6 +30,7 @@ from txqueue.core.schema import (
     DropIndex,
     DropTable,
     Table,
+    check_engine_names,
 )
 from txqueue.drivers.base import (
     DeadLetterParams,
@@ -251,6 +252,7 @@ class AsyncPostgresDriver:
         return await self._with_connection(read_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
+        check_engine_names(statements, self.engine)
         connection = await self.get()
         try:
             with map_errors():

@@ -31,6 +31,7 @@ from txqueue.core.schema import (
     DropIndex,
     DropTable,
     Table,
+    check_engine_names,
 )
 from txqueue.drivers.base import (
     DeadLetterParams,
@@ -252,6 +253,7 @@ class PostgresDriver:
         return self._with_connection(read_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
+        check_engine_names(statements, self.engine)
         connection = self.get()
         try:
             with map_errors():

@@ -12,7 +12,14 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from txqueue._async._compat import Lock, acquire, monotonic, run_blocking, wait_readable
-from txqueue.core.schema import DELIVER_TIME, Catalog, DdlStatement, Dialect, Table
+from txqueue.core.schema import (
+    DELIVER_TIME,
+    Catalog,
+    DdlStatement,
+    Dialect,
+    Table,
+    check_engine_names,
+)
 from txqueue.drivers.base import (
     AckParams,
     DeadLetterParams,
@@ -299,6 +306,7 @@ class AsyncSqliteDriver:
         return await self._with_connection(catalog.load_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
+        check_engine_names(statements, self.engine)
         await self._with_connection(catalog.apply_ddl, statements, self.deliver_column)
 
     async def begin(

@@ -13,7 +13,14 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from txqueue._sync._compat import Lock, acquire, monotonic, run_blocking, wait_readable
-from txqueue.core.schema import DELIVER_TIME, Catalog, DdlStatement, Dialect, Table
+from txqueue.core.schema import (
+    DELIVER_TIME,
+    Catalog,
+    DdlStatement,
+    Dialect,
+    Table,
+    check_engine_names,
+)
 from txqueue.drivers.base import (
     AckParams,
     DeadLetterParams,
@@ -298,6 +305,7 @@ class SqliteDriver:
         return self._with_connection(catalog.load_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
+        check_engine_names(statements, self.engine)
         self._with_connection(catalog.apply_ddl, statements, self.deliver_column)
 
     def begin(self, connection: Any = None, read_only: bool = False) -> SqliteTransaction:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -54,6 +55,7 @@ __all__ = [
 
 def connect(path: str, synchronous: str, busy_timeout: timedelta) -> sqlite3.Connection:
     """Open a connection in WAL mode with foreign keys on and explicit transactions."""
+    create_owner_only(path)
     try:
         connection = sqlite3.connect(
             path,
@@ -69,9 +71,35 @@ def connect(path: str, synchronous: str, busy_timeout: timedelta) -> sqlite3.Con
     return connection
 
 
+def create_owner_only(path: str) -> None:
+    """Create the database file with mode 0600 when it does not exist yet.
+
+    SQLite would create it 0644 under the usual umask, readable by every user, and gives
+    its -wal and -shm files the main file's mode. O_EXCL makes this safe against another
+    process creating it at the same moment; an existing file keeps the mode it has.
+    """
+    if path in ("", ":memory:"):
+        return
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    except OSError:  # it exists (left alone), or cannot be created: SQLite will say why
+        return
+    try:
+        os.fchmod(descriptor, 0o600)  # whatever the umask took away
+    finally:
+        os.close(descriptor)
+
+
+#: SQLite's messages for input it refuses whatever its state: a string or blob over its
+#: length limit (SQLITE_TOOBIG, 1 GiB unless lowered) and a name it keeps for itself.
+_CALLERS_INPUT = ("string or blob too big", "object name reserved for internal use")
+
+
 def map_error(error: sqlite3.Error) -> TxqueueError:
     """The most specific txqueue error for a sqlite3 error."""
     text = str(error)
+    if any(marker in text for marker in _CALLERS_INPUT):
+        return InvalidArgument(f"SQLite refused the input: {text}")
     if isinstance(error, sqlite3.IntegrityError):
         if "UNIQUE" in text or "PRIMARY KEY" in text:
             return AlreadyExists(f"row already exists: {text}")
@@ -105,11 +133,17 @@ def map_error(error: sqlite3.Error) -> TxqueueError:
 
 @contextmanager
 def map_errors() -> Iterator[None]:
-    """Translate sqlite3 errors raised inside the block."""
+    """Translate sqlite3 errors raised inside the block.
+
+    OverflowError is what sqlite3 raises, before SQLite sees it, for a blob or string over
+    2 GiB or an integer beyond 64 bits: input SQLite cannot take, so InvalidArgument.
+    """
     try:
         yield
     except sqlite3.Error as error:
         raise map_error(error) from error
+    except OverflowError as error:
+        raise InvalidArgument(f"SQLite cannot store the value: {error}") from error
 
 
 def now_micros(now: datetime | None) -> int:
@@ -166,6 +200,8 @@ def decode(column: Column, value: Any) -> Any:
         import decimal
 
         return decimal.Decimal(value)
+    if kind in (ColumnType.FLOAT64, ColumnType.FLOAT32) and isinstance(value, str):
+        return float(value)  # 'NaN': SQLite has no NaN value (see sql.rewrite)
     return value
 
 
