@@ -145,9 +145,7 @@ def test_non_public_addresses_are_refused(host: str, reason: str) -> None:
     assert check_destination(url, allow_private=True) == url.lower()
 
 
-@pytest.mark.parametrize(
-    "host", ["2130706433", "0x7f000001", "127.1", "0177.0.0.1", "LOCALHOST"]
-)
+@pytest.mark.parametrize("host", ["2130706433", "0x7f000001", "127.1", "0177.0.0.1", "LOCALHOST"])
 def test_other_spellings_of_loopback_are_refused(host: str) -> None:
     with pytest.raises(InvalidArgument, match=r"is a loopback address"):
         check_destination(f"http://{host}:8080/", allow_private=False)
