@@ -18,7 +18,7 @@ from txqueue._async.transaction import AsyncBatch, AsyncSnapshot, AsyncTransacti
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE, token_expiration_micros
 from txqueue.core.schema import Catalog, Dialect, Index, Table, validate_name
-from txqueue.core.values import check_key
+from txqueue.core.values import check_batch_size, check_key
 from txqueue.drivers.base import (
     DeadLetterParams,
     ReceiveParams,
@@ -242,7 +242,7 @@ class AsyncDatabase:
         SQLite, that another writer holds the lock just now).
         """
         lease = to_duration(lease_duration, "lease_duration")
-        _check_batch_size(max_batch_size)
+        check_batch_size(max_batch_size)
         table = await self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
         try:
@@ -271,12 +271,7 @@ class AsyncDatabase:
         """
         duration = to_duration(max_duration, "max_duration")
         lease = to_duration(lease_duration, "lease_duration")
-        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int):
-            raise InvalidArgument("max_batch_size must be a positive integer")
-        if max_batch_size < 1:
-            raise InvalidArgument(
-                f"max_batch_size must be a positive integer, got {max_batch_size}"
-            )
+        check_batch_size(max_batch_size)
         if priority is not None:
             raise InvalidArgument("priority must be NULL: its meaning is undefined upstream")
         if not isinstance(queue, str):
@@ -401,13 +396,6 @@ class AsyncDatabase:
             dead_letters=int(counts.get("dead_letters", 0)),
             oldest_ready_age_seconds=counts["oldest_ready_age_seconds"],
         )
-
-
-def _check_batch_size(max_batch_size: object) -> None:
-    if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int):
-        raise InvalidArgument("max_batch_size must be a positive integer")
-    if max_batch_size < 1:
-        raise InvalidArgument(f"max_batch_size must be a positive integer, got {max_batch_size}")
 
 
 def _mark_last(batch: list[Message]) -> list[Message]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from txqueue._async.protocol import AsyncDriver
-from txqueue.core.url import parse_url
+from txqueue.core.url import integer_option, parse_url
 from txqueue.errors import InvalidArgument
 
 __all__ = ["open_driver"]
@@ -19,7 +18,7 @@ async def open_driver(url: str, clock: Callable[[], datetime | None] | None) -> 
     if parsed.engine == "sqlite":
         from txqueue.drivers.sqlite._async import AsyncSqliteDriver
 
-        busy = timedelta(milliseconds=_positive_int(parsed.options.get("busy_timeout_ms", "5000")))
+        busy = timedelta(milliseconds=integer_option(parsed, "busy_timeout_ms", 5000))
         return AsyncSqliteDriver(
             parsed.target, parsed.options.get("synchronous", "FULL"), busy, clock
         )
@@ -31,18 +30,8 @@ async def open_driver(url: str, clock: Callable[[], datetime | None] | None) -> 
         ) from error
     driver = AsyncPostgresDriver(
         parsed.target,
-        pool_size=_positive_int(parsed.options.get("pool_size", "10")),
+        pool_size=integer_option(parsed, "pool_size", 10),
         clock=clock,
     )
     await driver.open()
     return driver
-
-
-def _positive_int(text: Any) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidArgument(f"URL option must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise InvalidArgument(f"URL option must be a positive integer, got {text!r}")
-    return value

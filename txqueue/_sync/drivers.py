@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from txqueue._sync.protocol import Driver
-from txqueue.core.url import parse_url
+from txqueue.core.url import integer_option, parse_url
 from txqueue.errors import InvalidArgument
 
 __all__ = ["open_driver"]
@@ -20,7 +19,7 @@ def open_driver(url: str, clock: Callable[[], datetime | None] | None) -> Driver
     if parsed.engine == "sqlite":
         from txqueue.drivers.sqlite._sync import SqliteDriver
 
-        busy = timedelta(milliseconds=_positive_int(parsed.options.get("busy_timeout_ms", "5000")))
+        busy = timedelta(milliseconds=integer_option(parsed, "busy_timeout_ms", 5000))
         return SqliteDriver(parsed.target, parsed.options.get("synchronous", "FULL"), busy, clock)
     try:
         from txqueue.drivers.postgres._sync import PostgresDriver
@@ -30,18 +29,8 @@ def open_driver(url: str, clock: Callable[[], datetime | None] | None) -> Driver
         ) from error
     driver = PostgresDriver(
         parsed.target,
-        pool_size=_positive_int(parsed.options.get("pool_size", "10")),
+        pool_size=integer_option(parsed, "pool_size", 10),
         clock=clock,
     )
     driver.open()
     return driver
-
-
-def _positive_int(text: Any) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidArgument(f"URL option must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise InvalidArgument(f"URL option must be a positive integer, got {text!r}")
-    return value

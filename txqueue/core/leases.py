@@ -5,7 +5,10 @@ optionally followed by ``.<locator>``: SQLite appends the message's rowid, so re
 the row without an index on tokens.
 Carrying the expiration lets ``renew_lease`` tell an *expired* token (no row, as Spanner
 documents) from one whose message was acked or taken over (a row with no new token) without
-keeping history. The random part makes each lease unique.
+keeping history. The random part makes each lease unique. Fourteen hex digits carry
+expirations up to the year 4253; leases and renewals are at most
+``txqueue.core.durations.MAX_DURATION`` (100 years), so every token handed out names its
+lease on every engine.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ __all__ = [
     "DEFAULT_LEASE",
     "MAX_BACKOFF_EXPONENT",
     "MAX_BACKOFF_SECONDS",
+    "MAX_LOCATOR",
     "STORED_TOKEN_LENGTH",
     "TOKEN_EXPIRATION_DIGITS",
     "redelivery_backoff",
@@ -47,9 +51,16 @@ def redelivery_backoff(expired_leases: int) -> timedelta:
     return timedelta(seconds=min(2**exponent, MAX_BACKOFF_SECONDS))
 
 
+#: A locator is a row's place (SQLite: its rowid, at most INT64's maximum).
+MAX_LOCATOR = 2**63 - 1
+
+
 def is_token(token: str) -> bool:
     """True when ``token`` has the shape of one of ours (it may still hold no lease)."""
-    return _TOKEN.match(token) is not None
+    if _TOKEN.match(token) is None:
+        return False
+    _, dot, locator = token.partition(".")
+    return not dot or int(locator, 16) <= MAX_LOCATOR
 
 
 def token_expiration_micros(token: object) -> int | None:
@@ -60,6 +71,11 @@ def token_expiration_micros(token: object) -> int | None:
 
 
 def token_locator(token: str) -> int | None:
-    """The engine's locator a token carries (SQLite: the message's rowid), if any."""
+    """The engine's locator a token carries (SQLite: the message's rowid), if any.
+
+    None also for a token that is not one of ours: it locates no row.
+    """
+    if not is_token(token):
+        return None
     _, dot, locator = token.partition(".")
     return int(locator, 16) if dot else None

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from txqueue.errors import InvalidArgument
 
-__all__ = ["DatabaseUrl", "parse_url"]
+__all__ = ["DatabaseUrl", "integer_option", "parse_url"]
 
 _SQLITE_OPTIONS = {"synchronous", "busy_timeout_ms"}
 _POSTGRES_OPTIONS = {"pool_size", "pool_min_size"}
@@ -20,6 +20,26 @@ class DatabaseUrl:
     engine: str
     target: str
     options: dict[str, str] = field(default_factory=dict)
+
+
+#: The largest value each numeric option takes: SQLite's busy timeout is a C int of
+#: milliseconds (~24.8 days); a pool holds at most as many connections as a server allows.
+OPTION_MAXIMUMS = {"busy_timeout_ms": 2**31 - 1, "pool_size": 10_000, "pool_min_size": 10_000}
+
+
+def integer_option(url: DatabaseUrl, name: str, default: int) -> int:
+    """The URL option ``name`` as a positive integer up to its maximum; InvalidArgument naming
+    it otherwise (``?busy_timeout_ms=abc`` or a number no engine takes)."""
+    text = url.options.get(name)
+    if text is None:
+        return default
+    maximum = OPTION_MAXIMUMS[name]
+    digits = text.strip().lstrip("0")
+    if not digits.isascii() or not digits.isdigit():  # "" (all zeros) included
+        raise InvalidArgument(f"URL option {name} must be a positive integer, got {text[:30]!r}")
+    if len(digits) > len(str(maximum)) or int(digits) > maximum:
+        raise InvalidArgument(f"URL option {name} must be at most {maximum}, got {text[:30]!r}")
+    return int(digits)
 
 
 def parse_url(url: str) -> DatabaseUrl:

@@ -16,71 +16,129 @@ from txqueue.core.durations import require_aware
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.errors import InvalidArgument
 
-__all__ = ["check_key", "check_payload", "check_row", "check_value"]
+__all__ = [
+    "MAX_JSON_NESTING",
+    "check_batch_size",
+    "check_key",
+    "check_payload",
+    "check_row",
+    "check_value",
+    "json_text",
+]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: Spanner's JSON nests at most 80 levels of arrays and objects; so does txqueue's, everywhere.
+MAX_JSON_NESTING = 80
 
 
 def check_value(column: Column, value: Any, field: str) -> Any:
     """Return ``value`` normalised for ``column`` (UTC datetimes, bytes), or raise InvalidArgument."""
+    named = f"{field} ({column.name})" if column.name else field
     if value is None:
         if not column.nullable:
-            raise InvalidArgument(f"{field} ({column.name}) must not be NULL")
+            raise InvalidArgument(f"{named} must not be NULL")
         return None
     if column.array:
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise InvalidArgument(f"{field} ({column.name}) must be a list")
+            raise InvalidArgument(f"{named} must be a list")
         element = Column(column.name, column.type, True, column.length)
         return [check_value(element, item, f"{field}[{i}]") for i, item in enumerate(value)]
     kind = column.type
     if kind is ColumnType.INT64:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidArgument(f"{field} ({column.name}) must be an int (INT64)")
+            raise InvalidArgument(f"{named} must be an int (INT64)")
         if not _INT64_MIN <= value <= _INT64_MAX:
-            raise InvalidArgument(f"{field} ({column.name}) is outside the INT64 range")
+            raise InvalidArgument(f"{named} is outside the INT64 range")
         return value
     if kind in (ColumnType.FLOAT64, ColumnType.FLOAT32):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidArgument(f"{field} ({column.name}) must be a float")
+            raise InvalidArgument(f"{named} must be a float")
         return float(value)
     if kind is ColumnType.BOOL:
         if not isinstance(value, bool):
-            raise InvalidArgument(f"{field} ({column.name}) must be a bool")
+            raise InvalidArgument(f"{named} must be a bool")
         return value
     if kind is ColumnType.STRING:
         if not isinstance(value, str):
-            raise InvalidArgument(f"{field} ({column.name}) must be a str (STRING)")
-        if column.length is not None and len(value) > column.length:
+            raise InvalidArgument(f"{named} must be a str (STRING)")
+        if not _encodable(value):
             raise InvalidArgument(
-                f"{field} ({column.name}) is longer than STRING({column.length}): {len(value)}"
+                f"{named} is not valid Unicode: it holds a lone surrogate "
+                "(STRING values are UTF-8 text)"
             )
+        if column.length is not None and len(value) > column.length:
+            raise InvalidArgument(f"{named} is longer than STRING({column.length}): {len(value)}")
         return value
     if kind is ColumnType.BYTES:
         if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise InvalidArgument(f"{field} ({column.name}) must be bytes (BYTES)")
+            raise InvalidArgument(f"{named} must be bytes (BYTES)")
         value = bytes(value)
         if column.length is not None and len(value) > column.length:
-            raise InvalidArgument(
-                f"{field} ({column.name}) is longer than BYTES({column.length}): {len(value)}"
-            )
+            raise InvalidArgument(f"{named} is longer than BYTES({column.length}): {len(value)}")
         return value
     if kind is ColumnType.TIMESTAMP:
-        return require_aware(value, f"{field} ({column.name})")
+        return require_aware(value, f"{named}")
     if kind is ColumnType.DATE:
         if isinstance(value, _dt.datetime) or not isinstance(value, _dt.date):
-            raise InvalidArgument(f"{field} ({column.name}) must be a datetime.date")
+            raise InvalidArgument(f"{named} must be a datetime.date")
         return value
     if kind is ColumnType.NUMERIC:
         if isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal)):
-            raise InvalidArgument(f"{field} ({column.name}) must be a Decimal or int (NUMERIC)")
+            raise InvalidArgument(f"{named} must be a Decimal or int (NUMERIC)")
         return decimal.Decimal(value)
     if kind is ColumnType.JSON:
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError) as error:
-            raise InvalidArgument(f"{field} ({column.name}) is not JSON-serialisable") from error
+        json_text(value, f"{named}")
         return value
-    raise InvalidArgument(f"{field} ({column.name}) has unsupported type {kind}")
+    raise InvalidArgument(f"{named} has unsupported type {kind}")
+
+
+def json_text(value: object, field: str) -> str:
+    """``value`` as JSON text, or InvalidArgument naming ``field`` when it is not JSON as
+    Spanner stores it: no NaN or infinity, no lone surrogate (the text is UTF-8), and at most
+    `MAX_JSON_NESTING` levels of arrays and objects."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except RecursionError as error:
+        raise InvalidArgument(
+            f"{field} is nested deeper than {MAX_JSON_NESTING} levels (JSON's limit)"
+        ) from error
+    except (TypeError, ValueError) as error:  # ValueError: NaN, infinity, a cycle
+        raise InvalidArgument(f"{field} is not JSON-serializable: {error}") from error
+    if not _encodable(text):
+        raise InvalidArgument(f"{field} is not valid Unicode: it holds a lone surrogate")
+    if _nesting(value) > MAX_JSON_NESTING:
+        raise InvalidArgument(
+            f"{field} is nested deeper than {MAX_JSON_NESTING} levels (JSON's limit)"
+        )
+    return text
+
+
+def _nesting(value: object) -> int:
+    """How many levels of arrays and objects ``value`` nests (acyclic: json.dumps said so)."""
+    deepest = 0
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_JSON_NESTING:
+            return deepest
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def check_batch_size(value: object, field: str = "max_batch_size") -> int:
+    """A receive's batch size: a positive int that fits INT64 (every engine's LIMIT)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{field} must be a positive integer, got {value!r}")
+    if value > _INT64_MAX:
+        raise InvalidArgument(f"{field} must be at most 2**63 - 1 (INT64), got {value}")
+    return value
 
 
 def check_key(table: Table, key: object, field: str = "key") -> tuple[Any, ...]:
@@ -142,4 +200,17 @@ def _plainly_valid(column: Column, value: Any) -> bool:
     checked: Any = value  # its exact type is known now
     if expected is int:
         return bool(_INT64_MIN <= checked <= _INT64_MAX)
+    if expected is str and not _encodable(checked):
+        return False
     return column.length is None or len(checked) <= column.length
+
+
+def _encodable(text: str) -> bool:
+    """True when ``text`` is UTF-8 encodable: no lone surrogate (which no engine stores)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -32,6 +32,7 @@ from cloudevents.core.exceptions import CloudEventValidationError
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
 
+from txqueue.core.values import json_text
 from txqueue.errors import InvalidArgument
 
 __all__ = [
@@ -178,7 +179,7 @@ def from_json(document: Mapping[str, Any]) -> CloudEvent:
         elif content_type is None or _is_json(content_type):
             if content_type is None:
                 attributes["datacontenttype"] = JSONFormat.DEFAULT_CONTENT_TYPE
-            data = json.dumps(data).encode()
+            data = _json_text(data).encode()
         elif not isinstance(data, str):
             raise InvalidArgument(
                 f"CloudEvent 'data' must be a string for datacontenttype {content_type!r}"
@@ -203,8 +204,32 @@ def _check_string(name: str, value: object) -> None:
         )
     if not value:
         raise InvalidArgument(f"CloudEvent attribute {name!r} must not be empty")
+    _check_text(name, value)
+
+
+def _check_text(name: str, value: str) -> None:
     if _CONTROL.search(value):
         raise InvalidArgument(f"CloudEvent attribute {name!r} must not contain control characters")
+    if not _is_text(value):
+        raise InvalidArgument(
+            f"CloudEvent attribute {name!r} is not valid Unicode: it holds a lone surrogate"
+        )
+
+
+def _is_text(value: str) -> bool:
+    """True when ``value`` encodes as UTF-8 (no lone surrogate, which no HTTP header or body
+    can carry)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _json_text(data: object) -> str:
+    """``data`` as JSON text that encodes as UTF-8; InvalidArgument saying why not otherwise
+    (not JSON, NaN or infinity, a lone surrogate, nested deeper than Spanner's JSON)."""
+    return json_text(data, "CloudEvent data")
 
 
 def _check_time(value: object) -> datetime:
@@ -241,10 +266,7 @@ def _check_extension(name: str, value: object) -> None:
             )
         return
     if isinstance(value, str):
-        if _CONTROL.search(value):
-            raise InvalidArgument(
-                f"CloudEvent attribute {name!r} must not contain control characters"
-            )
+        _check_text(name, value)
         return
     raise InvalidArgument(
         f"CloudEvent attribute {name!r} must be a string, boolean or integer, "
@@ -271,10 +293,7 @@ def _check_data(data: object, attributes: dict[str, Any]) -> Data:
                 f"CloudEvent data is a JSON object but datacontenttype is {content_type!r}: "
                 "use a JSON content type or pass the encoded bytes"
             )
-        try:
-            copied: dict[str, Any] = json.loads(json.dumps(dict(data), allow_nan=False))
-        except (TypeError, ValueError) as error:
-            raise InvalidArgument(f"CloudEvent data is not JSON-serializable: {error}") from error
+        copied: dict[str, Any] = json.loads(_json_text(dict(data)))
         return copied
     if isinstance(data, str):
         if content_type is not None and _is_json(content_type):
@@ -282,6 +301,8 @@ def _check_data(data: object, attributes: dict[str, Any]) -> Data:
                 f"CloudEvent data is a str but datacontenttype is {content_type!r}: pass a dict "
                 "for a JSON object, or the JSON text encoded as bytes"
             )
+        if not _is_text(data):
+            raise InvalidArgument("CloudEvent data is not valid Unicode: it holds a lone surrogate")
         return data
     raise InvalidArgument(
         "CloudEvent data must be a dict (JSON object), str, bytes or None, "

@@ -103,7 +103,10 @@ class Binder:
         if declared is not None:
             value = check_value(declared, value, f"parameter {reference}")
             return self.bind(value, declared)
-        return self.bind(value, value_type(value))
+        inferred = value_type(value)
+        if inferred is not None:  # its type's rules still hold: INT64's range, UTF-8 text
+            value = check_value(inferred, value, f"parameter {reference}")
+        return self.bind(value, inferred)
 
     # ---- binding -------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE
 from txqueue.core.retry import RetryPolicy
+from txqueue.core.values import check_batch_size
 from txqueue.errors import InvalidArgument
 
 __all__ = ["App", "HandlerSpec", "Schedule"]
@@ -240,9 +241,7 @@ def _limit(value: object) -> int | None:
 
 
 def _batch(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(f"max_batch_size must be a positive integer, got {value!r}")
-    return value
+    return check_batch_size(value)
 
 
 def _lease(value: object) -> timedelta:

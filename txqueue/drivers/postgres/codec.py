@@ -147,11 +147,16 @@ def token_location(token: str) -> str | None:
 
 
 def checked_token_parts(token: str) -> tuple[str, str | None]:
-    """Stored part and ctid (``(page,item)`` text) of a token already known to be ours."""
+    """Stored part and ctid (``(page,item)`` text) of a token already known to be ours.
+
+    A locator wider than a ctid's 48 bits was never handed out: it points nowhere, (0,0).
+    """
     stored, _, locator = token.partition(".")
     if not locator:
         return stored, None
     number = int(locator, 16)
+    if number >= 1 << 48:
+        return stored, "(0,0)"
     return stored, f"({number >> 16},{number & 0xFFFF})"
 
 
