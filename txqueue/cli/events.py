@@ -21,6 +21,7 @@ from txqueue.cli.text import Column, print_table
 from txqueue.core.durations import parse_duration
 from txqueue.errors import InvalidArgument
 from txqueue.events.resources import UNCHANGED
+from txqueue.events.secrets import secret_from_environment, secret_from_file
 
 __all__ = ["buses", "call", "enrollments", "json_option", "pipelines", "since"]
 
@@ -184,7 +185,21 @@ def _pipeline_options(function: Callable[..., Any]) -> Callable[..., Any]:
             "--input-payload-format", type=click.Choice(["json"]), help="Require JSON data."
         ),
         click.option("--json-schema", help="JSON Schema the data must match (inline or @file)."),
-        click.option("--signing-secret", help="Sign deliveries (Standard Webhooks, whsec_...)."),
+        click.option(
+            "--signing-secret",
+            help="Sign deliveries (Standard Webhooks, whsec_...); visible to other users of "
+            "the host while the command runs: prefer the two options below.",
+        ),
+        click.option(
+            "--signing-secret-file",
+            metavar="PATH",
+            help="Read the signing secret from this file (one trailing newline dropped).",
+        ),
+        click.option(
+            "--signing-secret-env",
+            metavar="NAME",
+            help="Read the signing secret from this environment variable.",
+        ),
         click.option(
             "--allow-private/--no-allow-private",
             default=None,
@@ -203,6 +218,7 @@ def _pipeline_options(function: Callable[..., Any]) -> Callable[..., Any]:
 @_pipeline_options
 def create_pipeline(name: str, database: str, destination: str, **options: Any) -> None:
     """Create pipeline NAME delivering to --destination."""
+    secret = _signing_secret(options, unset=None)
     fields = {
         "max_attempts": options["max_retry_attempts"],
         "min_retry_delay": _seconds(options["min_retry_delay"]),
@@ -217,7 +233,7 @@ def create_pipeline(name: str, database: str, destination: str, **options: Any) 
             retry=txqueue.RetryPolicy(**given) if given else None,
             input_payload_format=options["input_payload_format"],
             json_schema=json_option(options["json_schema"], "--json-schema"),
-            signing_secret=options["signing_secret"],
+            signing_secret=secret,
             allow_private=bool(options["allow_private"]),
         )
 
@@ -233,7 +249,7 @@ def create_pipeline(name: str, database: str, destination: str, **options: Any) 
 @click.option("--clear-signing-secret", is_flag=True, help="Stop signing deliveries.")
 def update_pipeline(name: str, database: str, destination: str | None, **options: Any) -> None:
     """Change pipeline NAME; dispatchers apply it from their next attempt on."""
-    unchanged = UNCHANGED
+    secret = _signing_secret(options, unset=UNCHANGED)
     changes: dict[str, Any] = {
         "destination": destination,
         "max_attempts": options["max_retry_attempts"],
@@ -247,8 +263,41 @@ def update_pipeline(name: str, database: str, destination: str | None, **options
         changes["input_payload_format"] = options["input_payload_format"]
     if options["json_schema"] is not None:
         changes["json_schema"] = json_option(options["json_schema"], "--json-schema")
-    secret = None if options["clear_signing_secret"] else options["signing_secret"] or unchanged
     _show(call(database, lambda e: e.update_pipeline(name, signing_secret=secret, **changes)))
+
+
+def _signing_secret(options: dict[str, Any], unset: Any) -> Any:
+    """The secret of the one --signing-secret* option given (``unset`` when none is; None
+    for --clear-signing-secret), read now; a usage error (exit 2) naming the option."""
+    sources = {
+        "--signing-secret": options["signing_secret"],
+        "--signing-secret-file": options["signing_secret_file"],
+        "--signing-secret-env": options["signing_secret_env"],
+    }
+    given = [flag for flag, value in sources.items() if value is not None]
+    if options.get("clear_signing_secret"):
+        if given:
+            raise click.UsageError(f"--clear-signing-secret and {given[0]} are mutually exclusive")
+        return None
+    if len(given) > 1:
+        raise click.UsageError(
+            "--signing-secret, --signing-secret-file and --signing-secret-env are mutually "
+            "exclusive: give one of them"
+        )
+    if not given:
+        return unset
+    flag = given[0]
+    value = sources[flag]
+    try:
+        if flag == "--signing-secret-file":
+            return secret_from_file(value)
+        if flag == "--signing-secret-env":
+            return secret_from_environment(value)
+    except InvalidArgument as error:
+        raise click.BadParameter(str(error), param_hint=f"'{flag}'") from error
+    if not value:
+        raise click.BadParameter("the secret is empty", param_hint=f"'{flag}'")
+    return value
 
 
 # ---- enrollments ---------------------------------------------------------------------------

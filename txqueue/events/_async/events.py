@@ -6,6 +6,7 @@ Written by hand; ``txqueue/events/_sync/events.py`` (Events) is generated from t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -31,6 +32,7 @@ from txqueue.events.resources import (
     parse_destination,
     recorded_private,
 )
+from txqueue.events.secrets import choose_secret
 
 __all__ = ["AsyncEvents"]
 
@@ -80,13 +82,20 @@ class AsyncEvents(AsyncArchive):
         input_payload_format: str | None = None,
         json_schema: dict[str, Any] | None = None,
         signing_secret: str | None = None,
+        signing_secret_file: str | os.PathLike[str] | None = None,
+        signing_secret_env: str | None = None,
         allow_private: bool = False,
     ) -> Pipeline:
         """Create a pipeline delivering to ``destination``: an http(s) URL, ``bus:NAME`` or
         ``queue:NAME`` (a queue with one STRING key column, which receives the message_uid).
 
+        The signing secret is ``signing_secret``, or read now from the file
+        ``signing_secret_file`` (without one trailing newline) or the environment variable
+        ``signing_secret_env``: at most one of the three.
+
         ``allow_private`` (or ``TXQUEUE_ALLOW_PRIVATE_DESTINATIONS=1`` here) lets the URL's
         host be private; the pipeline records it and its deliveries are checked against it."""
+        secret = choose_secret(signing_secret, signing_secret_file, signing_secret_env, unset=None)
         target = parse_destination(destination, allow_private)
         await self._check_queue(target)
         pipeline = Pipeline(
@@ -95,7 +104,7 @@ class AsyncEvents(AsyncArchive):
             RetryPolicy() if retry is None else retry,
             input_payload_format,
             json_schema,
-            signing_secret,
+            secret,
             recorded_private(target, allow_private),
         )
         return await self._create(pipeline)
@@ -112,13 +121,20 @@ class AsyncEvents(AsyncArchive):
         input_payload_format: str | Keep | None = UNCHANGED,
         json_schema: dict[str, Any] | Keep | None = UNCHANGED,
         signing_secret: str | Keep | None = UNCHANGED,
+        signing_secret_file: str | os.PathLike[str] | None = None,
+        signing_secret_env: str | None = None,
         allow_private: bool | None = None,
     ) -> Pipeline:
         """Change a pipeline; dispatchers use the new settings from their next attempt on.
 
         ``retry`` replaces the whole policy; ``max_attempts``, ``min_retry_delay`` and
         ``max_retry_delay`` change one field each (as ``gcloud eventarc pipelines update``).
+        A new signing secret comes from one of ``signing_secret`` (None: stop signing),
+        ``signing_secret_file`` or ``signing_secret_env``, as in `create_pipeline`.
         """
+        secret = choose_secret(
+            signing_secret, signing_secret_file, signing_secret_env, unset=UNCHANGED
+        )
         current = await self.get_pipeline(name)
         private = current.allow_private if allow_private is None else allow_private
         target: Destination | None = None
@@ -146,7 +162,7 @@ class AsyncEvents(AsyncArchive):
                 policy,
                 _keep(input_payload_format, pipeline.input_payload_format),
                 _keep(json_schema, pipeline.json_schema),
-                _keep(signing_secret, pipeline.signing_secret),
+                _keep(secret, pipeline.signing_secret),
                 private,
             )
 

@@ -7,6 +7,7 @@ Written by hand; ``txqueue/events/_sync/events.py`` (Events) is generated from t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -32,6 +33,7 @@ from txqueue.events.resources import (
     parse_destination,
     recorded_private,
 )
+from txqueue.events.secrets import choose_secret
 
 __all__ = ["Events"]
 
@@ -81,13 +83,20 @@ class Events(Archive):
         input_payload_format: str | None = None,
         json_schema: dict[str, Any] | None = None,
         signing_secret: str | None = None,
+        signing_secret_file: str | os.PathLike[str] | None = None,
+        signing_secret_env: str | None = None,
         allow_private: bool = False,
     ) -> Pipeline:
         """Create a pipeline delivering to ``destination``: an http(s) URL, ``bus:NAME`` or
         ``queue:NAME`` (a queue with one STRING key column, which receives the message_uid).
 
+        The signing secret is ``signing_secret``, or read now from the file
+        ``signing_secret_file`` (without one trailing newline) or the environment variable
+        ``signing_secret_env``: at most one of the three.
+
         ``allow_private`` (or ``TXQUEUE_ALLOW_PRIVATE_DESTINATIONS=1`` here) lets the URL's
         host be private; the pipeline records it and its deliveries are checked against it."""
+        secret = choose_secret(signing_secret, signing_secret_file, signing_secret_env, unset=None)
         target = parse_destination(destination, allow_private)
         self._check_queue(target)
         pipeline = Pipeline(
@@ -96,7 +105,7 @@ class Events(Archive):
             RetryPolicy() if retry is None else retry,
             input_payload_format,
             json_schema,
-            signing_secret,
+            secret,
             recorded_private(target, allow_private),
         )
         return self._create(pipeline)
@@ -113,13 +122,20 @@ class Events(Archive):
         input_payload_format: str | Keep | None = UNCHANGED,
         json_schema: dict[str, Any] | Keep | None = UNCHANGED,
         signing_secret: str | Keep | None = UNCHANGED,
+        signing_secret_file: str | os.PathLike[str] | None = None,
+        signing_secret_env: str | None = None,
         allow_private: bool | None = None,
     ) -> Pipeline:
         """Change a pipeline; dispatchers use the new settings from their next attempt on.
 
         ``retry`` replaces the whole policy; ``max_attempts``, ``min_retry_delay`` and
         ``max_retry_delay`` change one field each (as ``gcloud eventarc pipelines update``).
+        A new signing secret comes from one of ``signing_secret`` (None: stop signing),
+        ``signing_secret_file`` or ``signing_secret_env``, as in `create_pipeline`.
         """
+        secret = choose_secret(
+            signing_secret, signing_secret_file, signing_secret_env, unset=UNCHANGED
+        )
         current = self.get_pipeline(name)
         private = current.allow_private if allow_private is None else allow_private
         target: Destination | None = None
@@ -147,7 +163,7 @@ class Events(Archive):
                 policy,
                 _keep(input_payload_format, pipeline.input_payload_format),
                 _keep(json_schema, pipeline.json_schema),
-                _keep(signing_secret, pipeline.signing_secret),
+                _keep(secret, pipeline.signing_secret),
                 private,
             )
 
