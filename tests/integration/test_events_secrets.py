@@ -173,3 +173,23 @@ def test_the_cli_reads_secrets_from_a_file_or_the_environment(
     assert "Invalid value for '--signing-secret': the secret is empty" in out
     assert events.get_pipeline("p").signing_secret == SECRET
     assert [p.name for p in events.list_pipelines()] == ["p"]
+
+
+async def test_the_asyncio_face_reads_secrets_too(
+    database_url: str, secret_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adb = await txqueue.connect_async(database_url)
+    try:
+        events = txqueue.AsyncEvents(adb)
+        await events.create_bus("orders")
+        created = await events.create_pipeline(
+            "p", "bus:orders", signing_secret_file=str(secret_file)
+        )
+        assert created.signing_secret == SECRET
+        monkeypatch.setenv(VARIABLE, ROTATED)
+        await events.update_pipeline("p", signing_secret_env=VARIABLE)
+        assert (await events.get_pipeline("p")).signing_secret == ROTATED
+        with pytest.raises(InvalidArgument, match="signing_secret, signing_secret_file"):
+            await events.update_pipeline("p", signing_secret=SECRET, signing_secret_file="x")
+    finally:
+        await adb.close()

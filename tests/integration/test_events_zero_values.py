@@ -76,3 +76,18 @@ def test_an_empty_destination_or_pipeline_is_refused_not_ignored(
     assert events.update_enrollment("e", pipeline="q").pipeline == "q"
     changed = events.update_pipeline("p", min_retry_delay=SECOND, max_retry_delay=SECOND)
     assert (changed.retry.min_retry_delay, changed.retry.max_retry_delay) == (SECOND, SECOND)
+
+
+async def test_the_asyncio_face_refuses_zero_too(database_url: str) -> None:
+    adb = await txqueue.connect_async(database_url)
+    try:
+        events = txqueue.AsyncEvents(adb)
+        await events.create_bus("orders")
+        await events.create_pipeline("p", "bus:orders")
+        with pytest.raises(InvalidArgument, match=f"min_retry_delay {DELAY_RANGE}"):
+            await events.update_pipeline("p", min_retry_delay=timedelta(0))
+        with pytest.raises(InvalidArgument, match="destination must be a non-empty string"):
+            await events.update_pipeline("p", destination="")
+        assert (await events.get_pipeline("p")).retry == txqueue.RetryPolicy()
+    finally:
+        await adb.close()
