@@ -1,4 +1,4 @@
-"""SQLite database files txqueue creates are owner-only."""
+"""SQLite database files txqueue creates: owner-only, and never named by a bad URL."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 import txqueue
+from txqueue.errors import InvalidArgument
 
 QUEUE = "CREATE QUEUE Jobs (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
 
@@ -44,3 +47,15 @@ def test_an_existing_database_files_mode_is_left_alone(tmp_path: Path) -> None:
     finally:
         db.close()
     assert _mode(path) == 0o640
+
+
+def test_a_nul_in_a_sqlite_url_is_refused_and_creates_no_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/a%00b.db"
+    with pytest.raises(InvalidArgument) as raised:
+        txqueue.connect(url)
+    message = str(raised.value)
+    assert "NUL" in message and f"{tmp_path}/a%00b.db" in message
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(InvalidArgument, match="NUL"):
+        txqueue.connect(f"sqlite:///{tmp_path}/a\x00b.db")
+    assert os.listdir(tmp_path) == []

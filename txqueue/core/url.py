@@ -62,6 +62,10 @@ def parse_url(url: str) -> DatabaseUrl:
                 "SQLite URL needs a file path (in-memory databases are not shared between "
                 "connections); e.g. sqlite:///app.db"
             )
+        if "\x00" in path or "%00" in path:
+            raise InvalidArgument(
+                f"SQLite URL path {path!r} contains a NUL character (%00); file names cannot"
+            )
         unknown = set(query) - _SQLITE_OPTIONS
         if unknown:
             raise InvalidArgument(f"unknown SQLite URL option(s): {', '.join(sorted(unknown))}")
