@@ -58,6 +58,10 @@ logger = logging.getLogger("txqueue.events")
 
 #: Longest a receive stream stays open: bounds how long a stop request waits.
 RECEIVE_WINDOW = timedelta(seconds=0.5)
+#: Attempts whose request is done and whose record waits for the recorder's next group,
+#: beyond ``concurrency`` requests in flight: the recorder's group size.
+_RECORD_BACKLOG = 64
+_AHEAD = 2
 #: A bus-to-bus forward chain longer than this is a loop, failed permanently.
 MAX_HOPS = 8
 _ZERO = timedelta(0)
@@ -71,6 +75,36 @@ class DispatcherStats:
     delivered: int = 0
     retried: int = 0
     failed: int = 0
+
+
+class _Slot:
+    """One request slot of `_Slots`, released once: after the request, or when the attempt
+    ends without one."""
+
+    def __init__(self, requests: asyncio.Semaphore, unfinished: asyncio.Semaphore) -> None:
+        self._requests = requests
+        self.unfinished = unfinished
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._requests.release()
+
+
+class _Slots:
+    """Bounds requests in flight (``concurrency``) and attempts not yet recorded (more):
+    an attempt frees its request slot once its response is in, so the next request starts
+    while the recorder commits this one's record with others, in one transaction."""
+
+    def __init__(self, requests: int, unfinished: int) -> None:
+        self._requests = asyncio.Semaphore(requests)
+        self._unfinished = asyncio.Semaphore(unfinished)
+
+    async def acquire(self) -> _Slot:
+        await self._unfinished.acquire()
+        await self._requests.acquire()
+        return _Slot(self._requests, self._unfinished)
 
 
 class AsyncDispatcher:
@@ -114,7 +148,7 @@ class AsyncDispatcher:
     async def run(self) -> None:
         """Receive and deliver until `stop`; errors of one delivery never end the loop."""
         await self.events.ensure_tables()
-        slots = asyncio.Semaphore(self.concurrency)
+        slots = _Slots(self.concurrency * _AHEAD, self.concurrency * _AHEAD + _RECORD_BACKLOG)
         tasks: set[asyncio.Task[None]] = set()
         next_purge = time.monotonic()
         recorder = asyncio.create_task(self._recorder.run())
@@ -139,22 +173,23 @@ class AsyncDispatcher:
             self._http_threads.shutdown()
             self._deliverer.close()
 
-    async def _receive(self, slots: asyncio.Semaphore, tasks: set[asyncio.Task[None]]) -> None:
+    async def _receive(self, slots: _Slots, tasks: set[asyncio.Task[None]]) -> None:
         stream = self.database.receive(
             DELIVERIES,
             max_duration=RECEIVE_WINDOW,
-            max_batch_size=self.concurrency,
+            max_batch_size=self.concurrency * _AHEAD,
             lease_duration=self.lease,
         )
         try:
             async for message in stream:
-                await slots.acquire()
-                task = asyncio.create_task(self._attempt(message))
+                slot = await slots.acquire()
+                task = asyncio.create_task(self._attempt(message, slot))
                 tasks.add(task)
 
-                def done(finished: asyncio.Task[None]) -> None:
+                def done(finished: asyncio.Task[None], slot: _Slot = slot) -> None:
                     tasks.discard(finished)
-                    slots.release()
+                    slot.release()
+                    slot.unfinished.release()
 
                 task.add_done_callback(done)
                 if self._stopping.is_set():
@@ -196,16 +231,16 @@ class AsyncDispatcher:
             self._loaded_at = time.monotonic()
         return self._catalog
 
-    async def _attempt(self, message: Message) -> None:
+    async def _attempt(self, message: Message, slot: _Slot) -> None:
         """Make one attempt of one delivery and record it; never raises."""
         try:
-            await self._attempt_unguarded(message)
+            await self._attempt_unguarded(message, slot)
         except Exception:  # a bug or an outage: the lease expires and the attempt is redone
             logger.exception(
                 "delivery %s failed unexpectedly; it will be retried", printable(message.key)
             )
 
-    async def _attempt_unguarded(self, message: Message) -> None:
+    async def _attempt_unguarded(self, message: Message, slot: _Slot) -> None:
         name, uid = message.key
         try:
             delivery = Delivery.decode(message.payload)
@@ -216,6 +251,17 @@ class AsyncDispatcher:
             return
         started = self.database.now() or datetime.now(timezone.utc)
         pipeline = await self._pipeline(name)
+        if (
+            pipeline is not None
+            and pipeline.destination.kind == "http"
+            and pipeline.input_payload_format is None
+            and delivery.http is not None
+        ):  # nothing to check in the event: send what publish encoded
+            headers, body = delivery.http
+            attempt = await self._post(pipeline, uid, headers, body)
+            slot.release()  # the request is done: the next one may start while this records
+            await self._finish(message, delivery, pipeline, attempt, started)
+            return
         event: CloudEvent | None = None
         try:
             event = from_json(delivery.event)
@@ -228,18 +274,9 @@ class AsyncDispatcher:
             await self._finish(message, delivery, pipeline, attempt, started)
             return
         if pipeline.destination.kind == "http":
-            assert self._deliverer is not None and self._http_threads is not None
             headers, body = to_binary_http(event, uid)
-            if pipeline.signing_secret is not None:
-                headers.update(sign(pipeline.signing_secret, uid, int(time.time()), body))
-            attempt = await asyncio.get_running_loop().run_in_executor(
-                self._http_threads,
-                self._deliverer.deliver,
-                pipeline.destination.target,
-                headers,
-                body,
-                pipeline.allow_private,  # the choice recorded with the pipeline decides
-            )
+            attempt = await self._post(pipeline, uid, headers, body)
+            slot.release()
             await self._finish(message, delivery, pipeline, attempt, started)
             return
         forward = self._forward(pipeline, event, uid, delivery)
@@ -253,6 +290,22 @@ class AsyncDispatcher:
         except TxqueueError as error:  # the database is unavailable, or too busy: try again
             failed = Attempt(None, Outcome.TRANSIENT, str(error), _elapsed(clock), None)
             await self._finish(message, delivery, pipeline, failed, started)
+
+    async def _post(
+        self, pipeline: Pipeline, uid: str, headers: dict[str, str], body: bytes
+    ) -> Attempt:
+        """One HTTP attempt on the dispatcher's threads, signed if the pipeline signs."""
+        assert self._deliverer is not None and self._http_threads is not None
+        if pipeline.signing_secret is not None:
+            headers = {**headers, **sign(pipeline.signing_secret, uid, int(time.time()), body)}
+        return await asyncio.get_running_loop().run_in_executor(
+            self._http_threads,
+            self._deliverer.deliver,
+            pipeline.destination.target,
+            headers,
+            body,
+            pipeline.allow_private,  # the choice recorded with the pipeline decides
+        )
 
     def _forward(
         self, pipeline: Pipeline, event: CloudEvent, uid: str, delivery: Delivery

@@ -14,6 +14,7 @@ differences are the parameter marker (``?`` or ``%s``) and SQLite's TIMESTAMP st
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -143,23 +144,45 @@ class Delivery:
     """The payload of one delivery message: the event, its bus, and attempts made so far.
 
     ``hops`` counts bus-to-bus forwards, so a pipeline loop ends instead of running forever.
+    ``http`` is the event already in HTTP binary mode (headers, body), made once at publish
+    for every route, so an attempt to an HTTP destination neither parses the event nor
+    encodes it again; None in payloads written before it existed.
     """
 
     bus: str
     event: dict[str, Any]
     attempts: int = 0
     hops: int = 0
+    http: tuple[dict[str, str], bytes] | None = None
 
     def encode(self) -> str:
-        return json.dumps(
-            {"bus": self.bus, "event": self.event, "attempts": self.attempts, "hops": self.hops},
-            separators=(",", ":"),
-        )
+        data: dict[str, Any] = {
+            "bus": self.bus,
+            "event": self.event,
+            "attempts": self.attempts,
+            "hops": self.hops,
+        }
+        if self.http is not None:
+            headers, body = self.http
+            data["headers"] = headers
+            try:
+                data["body"] = body.decode()
+            except UnicodeDecodeError:
+                data["body_base64"] = base64.b64encode(body).decode()
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def decode(cls, payload: str) -> Delivery:
         data = json.loads(payload)
-        return cls(data["bus"], data["event"], int(data["attempts"]), int(data.get("hops", 0)))
+        http = None
+        headers = data.get("headers")
+        if isinstance(headers, dict):
+            if "body" in data:
+                http = (headers, data["body"].encode())
+            else:
+                http = (headers, base64.b64decode(data["body_base64"]))
+        attempts, hops = int(data["attempts"]), int(data.get("hops", 0))
+        return cls(data["bus"], data["event"], attempts, hops, http)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,13 @@ from txqueue._async._compat import Lock
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.errors import NotFound
 from txqueue.events._async.access import engine_query
-from txqueue.events.cloudevent import CloudEvent, attributes_of, coerce_event, to_json
+from txqueue.events.cloudevent import (
+    CloudEvent,
+    attributes_of,
+    coerce_event,
+    to_binary_http,
+    to_json,
+)
 from txqueue.events.records import (
     ATTEMPT_COLUMNS,
     ATTEMPTS,
@@ -138,7 +144,19 @@ class AsyncPublisher:
                     uid, "", 1, bus, now, "failed", "permanent", None, error, None
                 )
                 await txn.insert(ATTEMPTS, ATTEMPT_COLUMNS, [attempt.row()])
-        payload = Delivery(bus, document, 0, hops).encode()
+        if not routes:
+            return uid
+        http = None
+        if any(_over_http(catalog, pipeline) for pipeline in routes):
+            http = to_binary_http(event, uid)  # once for every route, not once per attempt
+        payload = Delivery(bus, document, 0, hops, http).encode()
         for pipeline in routes:
             await txn.send(DELIVERIES, (pipeline, uid), payload)
         return uid
+
+
+def _over_http(catalog: Catalog, name: str) -> bool:
+    """True unless pipeline ``name`` delivers to a bus or a queue (a missing one may be
+    created as an HTTP pipeline before its delivery is attempted)."""
+    pipeline = catalog.pipelines.get(name)
+    return pipeline is None or pipeline.destination.kind == "http"
