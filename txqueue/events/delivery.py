@@ -38,7 +38,7 @@ import httpx
 from txqueue.core.text import printable
 from txqueue.errors import InvalidArgument
 from txqueue.events.destinations import DestinationRefused, Resolver
-from txqueue.events.guarded import AsyncGuardedTransport, GuardedTransport
+from txqueue.events.guarded import DEFAULT_LIMITS, AsyncGuardedTransport, GuardedTransport
 from txqueue.events.outcomes import Outcome, classify_status, parse_retry_after
 
 __all__ = ["AsyncHttpDeliverer", "Attempt", "HttpDeliverer"]
@@ -144,7 +144,8 @@ class HttpDeliverer:
     """Synchronous deliverer around reused httpx clients; call `close` when done.
 
     ``allow_private`` is the default of `deliver`'s; ``resolver`` replaces
-    ``socket.getaddrinfo`` for the destination guard's lookups.
+    ``socket.getaddrinfo`` for the destination guard's lookups; ``limits`` sizes each
+    client's connection pool (httpx's defaults: 100 connections, 20 kept alive).
     """
 
     def __init__(
@@ -154,6 +155,7 @@ class HttpDeliverer:
         trust_env: bool = False,
         allow_private: bool = False,
         resolver: Resolver | None = None,
+        limits: httpx.Limits = DEFAULT_LIMITS,
     ) -> None:
         self.timeout = _seconds(timeout)
         self.allow_private = allow_private
@@ -162,7 +164,12 @@ class HttpDeliverer:
                 **_client_options(
                     self.timeout,
                     trust_env,
-                    GuardedTransport(allow_private=private, resolver=resolver, trust_env=trust_env),
+                    GuardedTransport(
+                        allow_private=private,
+                        resolver=resolver,
+                        trust_env=trust_env,
+                        limits=limits,
+                    ),
                 )
             )
             for private in (False, True)

@@ -8,8 +8,9 @@ expires, so no delivery is lost (delivery is at-least-once).
 Every attempt ends in one transaction (see `recorder`) that acks the delivery with its lease
 token, writes the attempt-log row and, for a retry, sends the delivery again with deliver time
 now + `next_delay`. HTTP attempts run on a thread pool of ``concurrency`` threads with the
-synchronous deliverer (half the CPU of httpx's asyncio client). Delays are measured on the
-dispatcher host's clock.
+synchronous deliverer (half the CPU of httpx's asyncio client), each POSTing the request that
+publish encoded; an attempt's slot is freed once its response is in, so requests go on while
+the recorder commits. Delays are measured on the dispatcher host's clock.
 
 Configuration is re-read at most every ``config_refresh`` (1 s), so ``update`` of a pipeline
 applies from the next attempt on, without a restart.
@@ -28,6 +29,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx
+
 import txqueue
 from txqueue._async._compat import done_within
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
@@ -42,6 +45,7 @@ from txqueue.errors import (
 from txqueue.events._async.events import AsyncEvents
 from txqueue.events.cloudevent import CloudEvent, from_json, to_binary_http, to_json
 from txqueue.events.delivery import Attempt, HttpDeliverer
+from txqueue.events.guarded import DEFAULT_LIMITS
 from txqueue.events.outcomes import Outcome, next_delay
 from txqueue.events.payloads import payload_problem
 from txqueue.events.recorder import AttemptRecord, LeaseLost, Recorder, Write
@@ -59,8 +63,11 @@ logger = logging.getLogger("txqueue.events")
 #: Longest a receive stream stays open: bounds how long a stop request waits.
 RECEIVE_WINDOW = timedelta(seconds=0.5)
 #: Attempts whose request is done and whose record waits for the recorder's next group,
-#: beyond ``concurrency`` requests in flight: the recorder's group size.
+#: beyond those handed to the HTTP threads: the recorder's group size.
 _RECORD_BACKLOG = 64
+#: Attempts handed to the ``concurrency`` HTTP threads: up to this many times as many, so a
+#: thread that finishes a request takes the next one at once instead of waiting for the
+#: event loop to hand it over (requests in flight stay bounded by the threads).
 _AHEAD = 2
 #: A bus-to-bus forward chain longer than this is a loop, failed permanently.
 MAX_HOPS = 8
@@ -93,8 +100,8 @@ class _Slot:
 
 
 class _Slots:
-    """Bounds requests in flight (``concurrency``) and attempts not yet recorded (more):
-    an attempt frees its request slot once its response is in, so the next request starts
+    """Bounds attempts handed to the HTTP threads and attempts not yet recorded (more): an
+    attempt frees its request slot once its response is in, so the next request starts
     while the recorder commits this one's record with others, in one transaction."""
 
     def __init__(self, requests: int, unfinished: int) -> None:
@@ -110,9 +117,10 @@ class _Slots:
 class AsyncDispatcher:
     """Delivers for every pipeline of ``database`` until `stop` is called.
 
-    ``concurrency`` bounds attempts in flight; ``attempt_timeout`` bounds one HTTP attempt,
-    and the lease on a delivery is twice that plus 5 s. Every ``purge_interval`` the
-    dispatcher purges archive and log rows past their bus's retention (None: never).
+    ``concurrency`` bounds HTTP requests in flight (threads, each with a keep-alive
+    connection of the pool); ``attempt_timeout`` bounds one HTTP attempt, and the lease on a
+    delivery is twice that plus 5 s. Every ``purge_interval`` the dispatcher purges archive
+    and log rows past their bus's retention (None: never).
     """
 
     def __init__(
@@ -152,7 +160,7 @@ class AsyncDispatcher:
         tasks: set[asyncio.Task[None]] = set()
         next_purge = time.monotonic()
         recorder = asyncio.create_task(self._recorder.run())
-        self._deliverer = HttpDeliverer(self.attempt_timeout)
+        self._deliverer = HttpDeliverer(self.attempt_timeout, limits=_pool_limits(self.concurrency))
         self._http_threads = ThreadPoolExecutor(self.concurrency, "txqueue-http")
         try:
             while not self._stopping.is_set():
@@ -404,6 +412,14 @@ def _problem(
     if pipeline.destination.kind == "bus" and delivery.hops >= MAX_HOPS:
         return f"routing loop: the event was forwarded between buses {delivery.hops} times"
     return payload_problem(event, pipeline.input_payload_format, pipeline.json_schema)
+
+
+def _pool_limits(concurrency: int) -> httpx.Limits:
+    """A keep-alive pool of a connection per HTTP thread, never below httpx's defaults."""
+    return httpx.Limits(
+        max_connections=max(DEFAULT_LIMITS.max_connections or 0, concurrency),
+        max_keepalive_connections=max(DEFAULT_LIMITS.max_keepalive_connections or 0, concurrency),
+    )
 
 
 def _elapsed(clock: float) -> timedelta:
