@@ -101,3 +101,34 @@ def test_bench_on_an_unreachable_database_says_so_in_one_line(tmp_path: Path) ->
     assert isinstance(result.exception, SystemExit), result.exception  # not a traceback
     assert result.output.startswith("Error: Unavailable: "), result.output
     assert not missing.parent.exists()
+
+
+def test_bench_events_runs_both_systems_and_counts_every_event(
+    database_url: str, tmp_path: Path
+) -> None:
+    """``--workload events``: txqueue's dispatcher and the raw outbox relay deliver every
+    event once to the endpoint, with 1 and 2 processes, and the latency run gives p50/p99."""
+    report = tmp_path / "events.json"
+    arguments = [
+        "bench", "--database", database_url, "--workload", "events", "--messages", "60",
+        "--workers", "2", "--batch", "25", "--repeats", "1", "--rate", "100",
+        "--output", str(report),
+    ]  # fmt: skip
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+
+    data = json.loads(report.read_text())
+    assert data["endpoint"]["ceiling"] > 0 and data["endpoint"]["concurrency"] > 0
+    results = data["results"]
+    assert set(results) == {"events 1 dispatcher", "events 2 dispatchers", "events latency @100/s"}
+    for label, systems in results.items():
+        assert set(systems) == {"raw", "txqueue"}, label
+        for system, (run,) in systems.items():
+            if "latency" in label:
+                assert run["lost"] == 0, (label, system, run)
+                assert run["p99_ms"] >= run["p50_ms"] > 0, (label, system, run)
+            else:
+                counts = (run["delivered"], run["duplicates"], run["lost"])
+                assert counts == (60, 0, 0), (label, system, run)
+                assert run["rate"] > 0, (label, system, run)
+    assert "txqueue / raw" in result.output and "events/s" in result.output

@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from txqueue.bench import events as event_workloads
 from txqueue.bench import workloads
+from txqueue.bench.endpoint import Endpoint, ceiling
 from txqueue.cli.common import database_option, open_database
 
 _SYSTEMS = ("raw", "txqueue")
@@ -20,7 +22,13 @@ _SYSTEMS = ("raw", "txqueue")
 
 @click.command()
 @database_option
-@click.option("--workload", type=click.Choice(["send", "drain", "latency", "all"]), default="all")
+@click.option(
+    "--workload",
+    type=click.Choice(["send", "drain", "latency", "events", "all"]),
+    default="all",
+    help="all: send, drain and latency. events (on its own): the event dispatcher against a"
+    " raw outbox relay, 1, 2 and --workers processes, and its latency at --rate.",
+)
 @click.option("--messages", default=5000, show_default=True, help="Messages per measurement.")
 @click.option("--workers", default=4, show_default=True, help="Drain worker processes.")
 @click.option("--batch", default=100, show_default=True, help="Send/receive/ack batch size.")
@@ -66,8 +74,17 @@ def bench(
         ]
     if workload in ("latency", "all"):
         plan += [(f"latency @{rate:g}/s", {"kind": "latency", "batch": 1})]
+    if workload == "events":
+        plan += event_workloads.plan(workers, rate)
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     console = Console()
+    endpoint = Endpoint() if workload == "events" else None
+    report: dict[str, Any] = {"database": database, "keys": keys}
+    if endpoint is not None:
+        concurrency = event_workloads.CONCURRENCY
+        limit = ceiling(endpoint, max(messages, 500), concurrency)
+        report["endpoint"] = {"ceiling": round(limit, 1), "concurrency": concurrency}
+        console.print(f"HTTP endpoint: {limit:,.0f} POST/s from a bare httpx loop of {concurrency}")
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmarking", total=len(plan) * 2 * repeats)
         for label, spec in plan:
@@ -76,13 +93,19 @@ def bench(
                 # spell of a shared machine (a disk stalling on fsync) weighs on both.
                 for system in _SYSTEMS if attempt % 2 == 0 else _SYSTEMS[::-1]:
                     progress.update(task, description=f"{label}: {system}")
-                    results.setdefault(label, {}).setdefault(system, []).append(
-                        _run(system, database, messages, rate, workers, spec, keys)
-                    )
+                    if endpoint is not None:
+                        run = event_workloads.run(
+                            system, database, endpoint, messages, rate, batch, spec
+                        )
+                    else:
+                        run = _run(system, database, messages, rate, workers, spec, keys)
+                    results.setdefault(label, {}).setdefault(system, []).append(run)
                     progress.advance(task)
+    if endpoint is not None:
+        endpoint.close()
     console.print(_table(results, database))
     if output:
-        report = {"database": database, "keys": keys, "results": results}
+        report["results"] = results
         output.write_text(json.dumps(report, indent=1))
         console.print(f"wrote {output}")
 
@@ -115,13 +138,15 @@ def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Tab
     for column in ("workload", "raw", "txqueue", "txqueue / raw"):
         table.add_column(column, justify="right" if column != "workload" else "left")
     for label, systems in results.items():
-        key = "p50_ms" if label.startswith("latency") else "rate"
+        key = "p50_ms" if "latency" in label else "rate"
         raw, ours = _median(systems["raw"], key), _median(systems["txqueue"], key)
         if key == "p50_ms":
             raw99, ours99 = _median(systems["raw"], "p99_ms"), _median(systems["txqueue"], "p99_ms")
             table.add_row(
                 label + " p50/p99 ms", _milliseconds(raw, raw99), _milliseconds(ours, ours99), ""
             )
+            if label.startswith("events"):
+                continue
             after = [
                 _milliseconds(
                     _median(systems[system], "after_commit_p50_ms"),
@@ -133,7 +158,10 @@ def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Tab
             continue
         ratio = f"{ours / raw:.0%}" if raw and ours else "-"
         table.add_row(
-            label + " msg/s", f"{raw:,.0f}" if raw else "-", f"{ours:,.0f}" if ours else "-", ratio
+            label + (" events/s" if label.startswith("events") else " msg/s"),
+            f"{raw:,.0f}" if raw else "-",
+            f"{ours:,.0f}" if ours else "-",
+            ratio,
         )
     return table
 
