@@ -1,7 +1,7 @@
 """Bad input (SPEC §2, §4, §7): a clear error of the right class, and nothing changed.
 
-Also the dialect record: recorded on first connect, adopted on reconnect, and an explicit
-different dialect refused.
+Also the dialect record: recorded by the first successful update_ddl, adopted on reconnect,
+and an explicit different dialect refused (more in test_dialect_record.py).
 """
 
 from __future__ import annotations
@@ -247,6 +247,7 @@ def test_default_dialect_follows_the_engine(database_url: str) -> None:
 def test_reconnecting_with_another_dialect_is_refused(database_url: str) -> None:
     with txqueue.connect(database_url) as db:
         recorded = dialect_name(db.dialect)
+        db.update_ddl(list(Names.for_dialect(recorded).ddl))  # the first DDL records it
 
     with pytest.raises(InvalidArgument) as caught:
         txqueue.connect(database_url, dialect=OTHER_DIALECT[recorded])
@@ -263,6 +264,7 @@ def test_reconnecting_adopts_a_recorded_non_default_dialect(database_url: str) -
     other = OTHER_DIALECT[default]
     with txqueue.connect(database_url, dialect=other) as db:
         assert db.dialect == other
+        db.update_ddl(list(Names.for_dialect(other).ddl))  # the first DDL records it
 
     with txqueue.connect(database_url) as db:
         assert db.dialect == other

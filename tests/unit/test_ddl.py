@@ -304,13 +304,28 @@ def test_postgresql_types(declared: str, expected: tuple[ColumnType, int | None,
     assert (column.type, column.length, column.array, column.nullable) == (*expected, True)
 
 
+# A type of the other dialect names the database's dialect and how to choose the other.
+OTHER_DIALECT_TYPE = {
+    "bigint": [
+        "bigint (column c) is a PostgreSQL type",
+        "uses the googlesql dialect",
+        'dialect="postgresql"',
+    ],
+    "INT64": [
+        "INT64 (column c) is a GoogleSQL type",
+        "uses the postgresql dialect",
+        'dialect="googlesql"',
+    ],
+}
+
+
 @pytest.mark.parametrize(
     ("text", "dialect", "fragments"),
     [
         ("CREATE TABLE t (k INT64, c INT32) PRIMARY KEY (k)", G, ["unknown column type 'INT32'"]),
-        ("CREATE TABLE t (k INT64, c bigint) PRIMARY KEY (k)", G, ["unknown column type 'bigint'"]),
+        ("CREATE TABLE t (k INT64, c bigint) PRIMARY KEY (k)", G, OTHER_DIALECT_TYPE["bigint"]),
         ("CREATE TABLE t (k INT64, c PROTO) PRIMARY KEY (k)", G, ["'PROTO'", "column c"]),
-        ("CREATE TABLE t (k bigint PRIMARY KEY, c INT64)", P, ["unknown column type 'INT64'"]),
+        ("CREATE TABLE t (k bigint PRIMARY KEY, c INT64)", P, OTHER_DIALECT_TYPE["INT64"]),
         ("CREATE TABLE t (k bigint PRIMARY KEY, c json)", P, ["unknown column type 'json'"]),
         ("CREATE TABLE t (k bigint PRIMARY KEY, c timestamp)", P, ["'timestamp'", "timestamptz"]),
         ("CREATE TABLE t (k bigint PRIMARY KEY, c character(3))", P, ["'character'"]),

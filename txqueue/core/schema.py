@@ -30,6 +30,7 @@ __all__ = [
     "Index",
     "Table",
     "catalog_from_rows",
+    "check_dialect",
     "check_engine_names",
     "validate_name",
 ]
@@ -43,6 +44,16 @@ class Dialect(str, Enum):
 
     GOOGLESQL = "googlesql"
     POSTGRESQL = "postgresql"
+
+
+def check_dialect(wanted: Dialect | None, recorded: Dialect) -> None:
+    """Refuse ``wanted`` when the database records another dialect (its first successful
+    update_ddl recorded it; a database keeps one)."""
+    if wanted is not None and wanted is not recorded:
+        raise InvalidArgument(
+            f"dialect {wanted.value!r} differs from the database's recorded dialect "
+            f"{recorded.value!r} (recorded by its first update_ddl; a database keeps one)"
+        )
 
 
 class ColumnType(str, Enum):

@@ -69,6 +69,21 @@ _PG_TYPES = {
     )
     for name in names.split()
 }
+# PostgreSQL type words that are not GoogleSQL types (nor in _PG_TYPES): a hint, not a type.
+_PG_ONLY_WORDS = frozenset({"double", "varchar", "character"})
+_DIALECT_NAMES = {Dialect.GOOGLESQL: "GoogleSQL", Dialect.POSTGRESQL: "PostgreSQL"}
+
+
+def _other_dialect(word: str, dialect: Dialect, column: str) -> str:
+    """Why ``word``, a type of ``dialect``, is refused here, and how to choose ``dialect``."""
+    here = Dialect.POSTGRESQL if dialect is Dialect.GOOGLESQL else Dialect.GOOGLESQL
+    return (
+        f"{word} (column {column}) is a {_DIALECT_NAMES[dialect]} type; this database uses the "
+        f"{here.value} dialect (write {_DIALECT_NAMES[here]} DDL, or connect(url, "
+        f'dialect="{dialect.value}") to a database with no update_ddl yet)'
+    )
+
+
 # Clauses Spanner has but txqueue does not: named in the error rather than a syntax error.
 _UNSUPPORTED_COLUMN_CLAUSES = {"DEFAULT", "AS", "HIDDEN", "GENERATED", "REFERENCES", "COLLATE"}
 _UNSUPPORTED_COLUMN_CLAUSES |= {"CONSTRAINT", "CHECK", "UNIQUE", "IDENTITY", "AUTO_INCREMENT"}
@@ -422,6 +437,12 @@ class _Parser:
         self.err(f"invalid length {self.found(tok)} for column {column}: use 1..{maximum}")
 
     def unknown_type(self, tok: _Tok, column: str, hint: str = "") -> NoReturn:
+        """Refuse a type; one of the other dialect says so and how to choose that dialect."""
+        word = tok.text.lower()
+        if not hint and self.pg and word.upper() in _GSQL_TYPES and word != "json":
+            self.err(_other_dialect(tok.raw, Dialect.GOOGLESQL, column), tok)
+        if not hint and not self.pg and (word in _PG_TYPES or word in _PG_ONLY_WORDS):
+            self.err(_other_dialect(tok.raw, Dialect.POSTGRESQL, column), tok)
         self.err(f"unknown column type '{tok.raw}' for column {column}{hint}", tok)
 
     def googlesql_type(self, column: str, in_array: bool) -> tuple[ColumnType, int | None, bool]:

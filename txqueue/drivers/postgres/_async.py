@@ -30,6 +30,7 @@ from txqueue.core.schema import (
     DropIndex,
     DropTable,
     Table,
+    check_dialect,
     check_engine_names,
 )
 from txqueue.drivers.base import (
@@ -57,6 +58,8 @@ from txqueue.drivers.postgres.statements import (
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
+    RECORD_DIALECT,
+    RECORDED_DIALECT,
     STATISTICS_STALE,
     create_index,
     create_table,
@@ -154,7 +157,8 @@ class AsyncPostgresDriver:
             open=False,
             timeout=30.0,
         )
-        self.deliver_column = DELIVER_TIME[Dialect.POSTGRESQL]
+        self.dialect = Dialect.POSTGRESQL  # until initialize
+        self.deliver_column = DELIVER_TIME[self.dialect]
         self.clock: Callable[[], datetime | None] = clock or (lambda: None)
         self._notifier = Notifier(conninfo)
         self.floors = ReceiveFloors()
@@ -226,27 +230,14 @@ class AsyncPostgresDriver:
                     for statement in CATALOG:
                         await connection.execute(statement)
                     await connection.execute(FORGET_COMMITS)
-                    cursor = await connection.execute(
-                        "SELECT value FROM txqueue_settings WHERE name = 'dialect'"
-                    )
-                    row = await cursor.fetchone()
-                    if row is None:
-                        recorded = dialect or Dialect.POSTGRESQL
-                        await connection.execute(
-                            "INSERT INTO txqueue_settings (name, value) VALUES ('dialect', %s)",
-                            [recorded.value],
-                        )
-                    else:
-                        recorded = Dialect(row[0])
+                    recorded = await _recorded_dialect(connection)
         finally:
             await self.put(connection)
-        if dialect is not None and dialect is not recorded:
-            raise InvalidArgument(
-                f"dialect {dialect.value!r} differs from the database's recorded dialect "
-                f"{recorded.value!r}"
-            )
-        self.deliver_column = DELIVER_TIME[recorded]
-        return recorded
+        if recorded is not None:
+            check_dialect(dialect, recorded)
+        self.dialect = recorded or dialect or Dialect.POSTGRESQL  # recorded by the first DDL
+        self.deliver_column = DELIVER_TIME[self.dialect]
+        return self.dialect
 
     async def load_catalog(self) -> Catalog:
         return await self._with_connection(read_catalog)
@@ -259,6 +250,11 @@ class AsyncPostgresDriver:
                 async with connection.transaction():
                     await connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
                     # Under the DDL lock, on the same connection.
+                    recorded = await _recorded_dialect(connection)
+                    if recorded is None:
+                        await connection.execute(RECORD_DIALECT, [self.dialect.value])
+                    else:
+                        check_dialect(self.dialect, recorded)
                     tables, _ = await read_catalog(connection)
                     for statement in statements:
                         await self._apply(connection, statement, tables)
@@ -581,3 +577,10 @@ def _own_connection(connection: Any) -> Any:
             "send commits with your writes"
         )
     return raw
+
+
+async def _recorded_dialect(connection: Any) -> Dialect | None:
+    """The dialect the database records (see ``RECORDED_DIALECT``), or None."""
+    cursor = await connection.execute(RECORDED_DIALECT)
+    row = await cursor.fetchone()
+    return None if row is None else Dialect(row[0])

@@ -21,6 +21,8 @@ __all__ = [
     "COMMIT_MARKER",
     "FORGET_COMMITS",
     "NOTIFY_SENT",
+    "RECORDED_DIALECT",
+    "RECORD_DIALECT",
     "STATISTICS_STALE",
     "QueueStatements",
     "create_index",
@@ -99,6 +101,17 @@ NOTIFY_SENT = "SELECT count(pg_notify(%s, q)) FROM unnest(%s::text[]) AS q"
 STATISTICS_STALE = (
     "SELECT relpages > 0 AND reltuples >= 0 AND reltuples < %s"
     " FROM pg_class WHERE oid = to_regclass(%s)"
+)
+#: The dialect the database records; a record on a database holding no table, queue or index
+#: binds nothing (earlier versions recorded one at connect, before any DDL).
+RECORDED_DIALECT = (
+    "SELECT value FROM txqueue_settings WHERE name = 'dialect'"
+    " AND EXISTS (SELECT 1 FROM txqueue_objects)"
+)
+#: Written by the first successful DDL, in its transaction (replaces a record that binds nothing).
+RECORD_DIALECT = (
+    "INSERT INTO txqueue_settings (name, value) VALUES ('dialect', %s)"
+    " ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
 #: Marker slots of connections gone for a day (their rows are never needed again).
 FORGET_COMMITS = "DELETE FROM txqueue_commits WHERE touched < now() - interval '1 day'"

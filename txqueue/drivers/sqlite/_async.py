@@ -287,7 +287,8 @@ class AsyncSqliteDriver:
         self.pool = SqlitePool(path, synchronous.upper(), busy_timeout)
         self._writer = Lock()
         self.wakeup_directory = wakeup_directory(path)
-        self.deliver_column = DELIVER_TIME[Dialect.GOOGLESQL]
+        self.dialect = Dialect.GOOGLESQL  # until initialize
+        self.deliver_column = DELIVER_TIME[self.dialect]
         self.clock: Callable[[], Any] = clock or (lambda: None)
 
     async def _with_connection(self, function: Callable[..., T], *args: Any) -> T:
@@ -298,16 +299,18 @@ class AsyncSqliteDriver:
             self.pool.release(connection)
 
     async def initialize(self, dialect: Dialect | None) -> Dialect:
-        recorded = await self._with_connection(catalog.initialize, dialect)
-        self.deliver_column = DELIVER_TIME[recorded]
-        return recorded
+        self.dialect = await self._with_connection(catalog.initialize, dialect)
+        self.deliver_column = DELIVER_TIME[self.dialect]
+        return self.dialect
 
     async def load_catalog(self) -> Catalog:
         return await self._with_connection(catalog.load_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
         check_engine_names(statements, self.engine)
-        await self._with_connection(catalog.apply_ddl, statements, self.deliver_column)
+        await self._with_connection(
+            catalog.apply_ddl, statements, self.deliver_column, self.dialect
+        )
 
     async def begin(
         self, connection: Any = None, read_only: bool = False

@@ -286,7 +286,8 @@ class SqliteDriver:
         self.pool = SqlitePool(path, synchronous.upper(), busy_timeout)
         self._writer = Lock()
         self.wakeup_directory = wakeup_directory(path)
-        self.deliver_column = DELIVER_TIME[Dialect.GOOGLESQL]
+        self.dialect = Dialect.GOOGLESQL  # until initialize
+        self.deliver_column = DELIVER_TIME[self.dialect]
         self.clock: Callable[[], Any] = clock or (lambda: None)
 
     def _with_connection(self, function: Callable[..., T], *args: Any) -> T:
@@ -297,16 +298,16 @@ class SqliteDriver:
             self.pool.release(connection)
 
     def initialize(self, dialect: Dialect | None) -> Dialect:
-        recorded = self._with_connection(catalog.initialize, dialect)
-        self.deliver_column = DELIVER_TIME[recorded]
-        return recorded
+        self.dialect = self._with_connection(catalog.initialize, dialect)
+        self.deliver_column = DELIVER_TIME[self.dialect]
+        return self.dialect
 
     def load_catalog(self) -> Catalog:
         return self._with_connection(catalog.load_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
         check_engine_names(statements, self.engine)
-        self._with_connection(catalog.apply_ddl, statements, self.deliver_column)
+        self._with_connection(catalog.apply_ddl, statements, self.deliver_column, self.dialect)
 
     def begin(self, connection: Any = None, read_only: bool = False) -> SqliteTransaction:
         if connection is not None:

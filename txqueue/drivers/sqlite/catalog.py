@@ -16,42 +16,56 @@ from txqueue.core.schema import (
     Index,
     Table,
     catalog_from_rows,
+    check_dialect,
 )
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.statements import CATALOG, create_index, create_table, quote
-from txqueue.errors import InvalidArgument
 
 __all__ = ["apply_ddl", "initialize", "load_catalog"]
 
 
 def initialize(connection: sqlite3.Connection, dialect: Dialect | None) -> Dialect:
-    """Create the catalog if missing; record the dialect on first use, else check it."""
+    """Create the catalog if missing; the recorded dialect, else ``dialect`` or GoogleSQL.
+
+    Records nothing: the first successful DDL records the dialect (``apply_ddl``), so a
+    connect, or a first DDL that fails, leaves the choice open.
+    """
     with map_errors():
         connection.execute("BEGIN IMMEDIATE")
         try:
             for statement in CATALOG:
                 connection.execute(statement)
-            row = connection.execute(
-                "SELECT value FROM txqueue_settings WHERE name = 'dialect'"
-            ).fetchone()
-            if row is None:
-                recorded = dialect or Dialect.GOOGLESQL
-                connection.execute(
-                    "INSERT INTO txqueue_settings (name, value) VALUES ('dialect', ?)",
-                    (recorded.value,),
-                )
-            else:
-                recorded = Dialect(row[0])
+            recorded = _recorded(connection)
             connection.execute("COMMIT")
         except BaseException:
             connection.execute("ROLLBACK")
             raise
-    if dialect is not None and dialect is not recorded:
-        raise InvalidArgument(
-            f"dialect {dialect.value!r} differs from the database's recorded dialect "
-            f"{recorded.value!r}"
-        )
+    if recorded is None:
+        return dialect or Dialect.GOOGLESQL
+    check_dialect(dialect, recorded)
     return recorded
+
+
+def _recorded(connection: sqlite3.Connection) -> Dialect | None:
+    """The dialect the database records. A record on a database holding no table, queue or
+    index binds nothing: earlier versions recorded one at connect, before any DDL."""
+    row = connection.execute(
+        "SELECT value FROM txqueue_settings WHERE name = 'dialect'"
+        " AND EXISTS (SELECT 1 FROM txqueue_objects)"
+    ).fetchone()
+    return None if row is None else Dialect(row[0])
+
+
+def _record(connection: sqlite3.Connection, dialect: Dialect) -> None:
+    """Record ``dialect`` inside the DDL's transaction, or refuse a different recorded one."""
+    recorded = _recorded(connection)
+    if recorded is None:
+        connection.execute(
+            "INSERT OR REPLACE INTO txqueue_settings (name, value) VALUES ('dialect', ?)",
+            (dialect.value,),
+        )
+    else:
+        check_dialect(dialect, recorded)
 
 
 def load_catalog(connection: sqlite3.Connection) -> tuple[dict[str, Table], dict[str, Index]]:
@@ -62,12 +76,17 @@ def load_catalog(connection: sqlite3.Connection) -> tuple[dict[str, Table], dict
 
 
 def apply_ddl(
-    connection: sqlite3.Connection, statements: Sequence[DdlStatement], deliver: str
+    connection: sqlite3.Connection,
+    statements: Sequence[DdlStatement],
+    deliver: str,
+    dialect: Dialect,
 ) -> None:
-    """Apply checked statements in one transaction and record them in the catalog."""
+    """Apply checked statements in one transaction, record them in the catalog, and record
+    ``dialect`` when the database has none yet (the same transaction: all or nothing)."""
     with map_errors():
         connection.execute("BEGIN IMMEDIATE")
         try:
+            _record(connection, dialect)
             tables, _ = load_catalog(connection)  # under the write lock: current for sure
             for statement in statements:
                 _apply(connection, statement, tables, deliver)

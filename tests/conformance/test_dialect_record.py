@@ -1,0 +1,122 @@
+"""The dialect record (SPEC §4): written with the first successful update_ddl, never by a
+connect or a failed DDL; a type of the other dialect names the database's dialect and how to
+choose the other. Both engines, both faces."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+import txqueue
+from txqueue.errors import InvalidArgument
+
+from .support import GOOGLESQL_DDL, OTHER_DIALECT, POSTGRESQL_DDL, default_dialect
+
+QUICK_START_DDL = [
+    "CREATE TABLE IF NOT EXISTS Users (UserId INT64 NOT NULL, UserName STRING(MAX)) PRIMARY KEY (UserId)",
+    "CREATE QUEUE IF NOT EXISTS UserTasks (UserId INT64 NOT NULL, MessageId STRING(36) NOT NULL,"
+    " Payload BYTES(MAX) NOT NULL) PRIMARY KEY (UserId, MessageId),"
+    " INTERLEAVE IN PARENT Users ON DELETE CASCADE",
+]
+DDL = {"googlesql": list(GOOGLESQL_DDL), "postgresql": list(POSTGRESQL_DDL)}
+ANOTHER_TABLE = {
+    "googlesql": "CREATE TABLE Others (Id INT64 NOT NULL) PRIMARY KEY (Id)",
+    "postgresql": "CREATE TABLE others (id bigint NOT NULL, PRIMARY KEY (id))",
+}
+
+
+def test_a_connect_records_nothing(database_url: str) -> None:
+    default = default_dialect(database_url)
+    other = OTHER_DIALECT[default]
+    with txqueue.connect(database_url, dialect=other) as db:
+        assert db.dialect == other
+    with txqueue.connect(database_url) as db:  # nothing recorded: the URL's default
+        assert db.dialect == default
+    with txqueue.connect(database_url, dialect=default) as db:
+        assert db.dialect == default
+
+
+def test_the_first_successful_update_ddl_records_the_dialect(database_url: str) -> None:
+    other = OTHER_DIALECT[default_dialect(database_url)]
+    with txqueue.connect(database_url, dialect=other) as db:
+        db.update_ddl(DDL[other])
+    with txqueue.connect(database_url) as db:
+        assert db.dialect == other
+    with pytest.raises(InvalidArgument, match="recorded dialect"):
+        txqueue.connect(database_url, dialect=default_dialect(database_url))
+
+
+def test_a_type_of_the_other_dialect_names_both_and_records_nothing(database_url: str) -> None:
+    default = default_dialect(database_url)
+    other = OTHER_DIALECT[default]
+    with txqueue.connect(database_url) as db, pytest.raises(InvalidArgument) as caught:
+        db.update_ddl(DDL[other])
+    message = str(caught.value)
+    assert f"this database uses the {default} dialect" in message, message
+    assert f'dialect="{other}"' in message, message
+    # The failed DDL recorded nothing: the other dialect is still open to this database.
+    with txqueue.connect(database_url, dialect=other) as db:
+        db.update_ddl(DDL[other])
+    with txqueue.connect(database_url) as db:
+        assert db.dialect == other
+
+
+def test_the_quick_start_runs_with_googlesql_on_either_url(database_url: str) -> None:
+    """The README's quick start names dialect="googlesql", so only the URL changes."""
+    for _ in range(2):  # a second connect adopts the record the first update_ddl wrote
+        with txqueue.connect(database_url, dialect="googlesql") as db:
+            db.update_ddl(QUICK_START_DDL)
+            with db.batch() as batch:
+                batch.insert_or_update("Users", ("UserId", "UserName"), [(124, "New User")])
+                batch.send("UserTasks", (124, "welcome-email-id"), b'{"type": "welcome"}')
+            received = list(db.receive("UserTasks", max_duration=timedelta(seconds=2)))
+            assert [m.key for m in received] == [(124, "welcome-email-id")]
+            message = received[0]
+            with db.batch() as batch:
+                batch.ack("UserTasks", message.key, lease_token=message.lease_token)
+    with txqueue.connect(database_url) as db:
+        assert db.dialect == "googlesql"
+
+
+def test_two_connections_racing_to_record_different_dialects(database_url: str) -> None:
+    default = default_dialect(database_url)
+    other = OTHER_DIALECT[default]
+    first = txqueue.connect(database_url)
+    second = txqueue.connect(database_url, dialect=other)
+    try:
+        first.update_ddl(DDL[default])
+        with pytest.raises(InvalidArgument, match="recorded dialect"):
+            second.update_ddl(ANOTHER_TABLE[other])
+    finally:
+        first.close()
+        second.close()
+    with txqueue.connect(database_url) as db:
+        assert db.dialect == default
+        assert sorted(t.name.lower() for t in db.queues()) == ["usertasks"]
+
+
+def test_the_asyncio_face_records_with_the_first_successful_update_ddl(database_url: str) -> None:
+    default = default_dialect(database_url)
+    other = OTHER_DIALECT[default]
+
+    async def scenario() -> None:
+        adb = await txqueue.connect_async(database_url)
+        try:
+            with pytest.raises(InvalidArgument, match=f"uses the {default} dialect"):
+                await adb.update_ddl(DDL[other])
+        finally:
+            await adb.close()
+        adb = await txqueue.connect_async(database_url, dialect=other)
+        try:
+            await adb.update_ddl(DDL[other])
+        finally:
+            await adb.close()
+        adb = await txqueue.connect_async(database_url)
+        try:
+            assert adb.dialect == other
+        finally:
+            await adb.close()
+
+    asyncio.run(scenario())
