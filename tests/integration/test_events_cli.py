@@ -120,7 +120,7 @@ def test_errors_are_one_line_and_exit_1(database_url: str) -> None:
     )
     out = run(database_url, "pipelines", "create", "p", "--destination", "https://example.com/x",
               "--min-retry-delay", "0.5", code=1)  # fmt: skip
-    assert "min_retry_delay must be between 1 s and 600 s" in out
+    assert "--min-retry-delay must be between 1 s and 600 s" in out  # the flag, not the argument
     out = run(database_url, "enrollments", "create", "e", "--bus", "orders", "--pipeline", "nope",
               "--cel-match", "true", code=1)  # fmt: skip
     assert "NotFound: pipeline 'nope' does not exist" in out

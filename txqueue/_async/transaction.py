@@ -186,7 +186,9 @@ async def _plan(
     for name in statement.tables:
         with suppress(NotFound):  # an unknown name: the plan reports it, with its position
             tables[name.lower()] = await database._table(name, transaction.load_catalog)
-    return statement.plan(tables, database.engine, params, param_types, database.now())
+    # INFORMATION_SCHEMA lists the whole schema, as this transaction sees it.
+    catalog = await transaction.load_catalog() if statement.reads_information_schema else None
+    return statement.plan(tables, database.engine, params, param_types, database.now(), catalog)
 
 
 async def _execute_sql(

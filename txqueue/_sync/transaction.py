@@ -181,7 +181,9 @@ def _plan(
     for name in statement.tables:
         with suppress(NotFound):  # an unknown name: the plan reports it, with its position
             tables[name.lower()] = database._table(name, transaction.load_catalog)
-    return statement.plan(tables, database.engine, params, param_types, database.now())
+    # INFORMATION_SCHEMA lists the whole schema, as this transaction sees it.
+    catalog = transaction.load_catalog() if statement.reads_information_schema else None
+    return statement.plan(tables, database.engine, params, param_types, database.now(), catalog)
 
 
 def _execute_sql(

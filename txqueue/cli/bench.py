@@ -56,7 +56,8 @@ def bench(
     output: Path | None,
 ) -> None:
     """Measure send, drain and latency for txqueue and the raw baseline, and print ratios."""
-    open_database(database, dialect="googlesql").close()  # unreachable: one clear error, first
+    # Unreachable: one clear error, first. A new database is created (bench writes).
+    open_database(database, dialect="googlesql", create=True).close()
     plan: list[tuple[str, dict[str, Any]]] = []
     if workload in ("send", "all"):
         plan += [

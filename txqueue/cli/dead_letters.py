@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.cli.listing import emit, encoded, format_option
 from txqueue.cli.text import Column, print_table
 from txqueue.models import DeadLetter
 
@@ -29,13 +30,13 @@ def _key(text: str) -> tuple[Any, ...]:
     return tuple(value)
 
 
-def _payload(payload: Any) -> str:
+def _payload(payload: Any) -> dict[str, Any]:
+    """The payload as listings show it: text when UTF-8, else base64; a JSON value as itself."""
     if isinstance(payload, bytes):
-        try:
-            return payload.decode()
-        except UnicodeDecodeError:
-            return repr(payload)
-    return payload if isinstance(payload, str) else json.dumps(payload)
+        return encoded("payload", payload)
+    if isinstance(payload, str):
+        return {"payload": payload, "payload_encoding": "text"}
+    return {"payload": payload, "payload_encoding": "json"}
 
 
 @click.group("dead-letters")
@@ -47,15 +48,15 @@ def dead_letters() -> None:
 @click.argument("queue")
 @database_option
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per dead letter.")
-def list_command(queue: str, database: str, limit: int, as_json: bool) -> None:
-    """List the dead letters of QUEUE, oldest failure first."""
+@format_option
+def list_command(queue: str, database: str, limit: int, output_format: str) -> None:
+    """List the dead letters of QUEUE, oldest failure first (payloads in json and csv)."""
     with open_database(database) as db:
         letters: list[DeadLetter] = run_command(lambda: db.dead_letters(queue, limit=limit))
-    if as_json:
-        for letter in letters:
-            click.echo(json.dumps(_record(letter)))
-        return
+    emit(output_format, [_record(letter) for letter in letters], lambda: _table(queue, letters))
+
+
+def _table(queue: str, letters: list[DeadLetter]) -> None:
     columns = [
         Column("key", overflow="fold"),
         Column("attempts", justify="right", no_wrap=True),
@@ -146,5 +147,5 @@ def _record(letter: DeadLetter) -> dict[str, Any]:
         "last_error": letter.last_error,
         "first_failure": letter.first_failure.isoformat(),
         "last_failure": letter.last_failure.isoformat(),
-        "payload": _payload(letter.payload),
+        **_payload(letter.payload),
     }

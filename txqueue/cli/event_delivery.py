@@ -7,7 +7,6 @@ thin over `txqueue.Events` and `txqueue.AsyncDispatcher`.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 import uuid
@@ -18,11 +17,11 @@ from typing import Any
 import click
 
 import txqueue
-from txqueue.cli.common import database_option, run_command
+from txqueue.cli.common import database_option, duration_value, run_command, seconds_value
 from txqueue.cli.events import call, json_option
 from txqueue.cli.events import since as parse_since
+from txqueue.cli.listing import emit, format_option, formats
 from txqueue.cli.text import Column, print_table
-from txqueue.core.durations import parse_duration
 from txqueue.core.text import printable
 from txqueue.events.cloudevent import to_json
 from txqueue.worker import configure_logging
@@ -35,7 +34,7 @@ __all__ = ["dispatcher", "events"]
 
 @click.group()
 def events() -> None:
-    """Publish events; list, replay and purge undelivered and archived ones."""
+    """Publish events; list archived and undelivered ones, replay and purge them."""
 
 
 @events.command("publish")
@@ -90,30 +89,33 @@ def _filtered(function: Callable[..., Any]) -> Callable[..., Any]:
 @events.command("undelivered")
 @database_option
 @_filtered
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, event included.")
+@format_option
 def undelivered(
     database: str,
     bus: str | None,
     pipeline: str | None,
     since: str | None,
     limit: int,
-    as_json: bool,
+    output_format: str,
 ) -> None:
     """Messages whose delivery failed for good: the archive joined with the attempt log."""
     found = call(
         database,
         lambda e: e.undelivered(bus=bus, pipeline=pipeline, since=parse_since(since), limit=limit),
     )
-    if as_json:
-        for item in found:
-            row = {k: v for k, v in vars(item).items() if k != "event"}
-            row.update(
-                event=to_json(item.event),
-                publish_time=item.publish_time.isoformat(),
-                failure_time=item.failure_time.isoformat(),
-            )
-            click.echo(json.dumps(row))
-        return
+    records = []
+    for item in found:
+        row = {k: v for k, v in vars(item).items() if k != "event"}
+        row.update(
+            event=to_json(item.event),
+            publish_time=item.publish_time.isoformat(),
+            failure_time=item.failure_time.isoformat(),
+        )
+        records.append(row)
+    emit(output_format, records, lambda: _undelivered_table(found))
+
+
+def _undelivered_table(found: list[Any]) -> None:
     headings = ("bus", "pipeline", "type", "id", "attempts", "status")
     columns = [
         Column("message_uid", no_wrap=True),
@@ -134,6 +136,47 @@ def undelivered(
         for item in found
     ]
     print_table(columns, rows, title="undelivered messages", empty="no undelivered messages")
+
+
+@events.command("archived")
+@database_option
+@click.option("--bus", help="Only messages of this bus.")
+@click.option("--since", help="Published at or after: ISO 8601 time or a duration back (2h).")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True)
+@format_option
+def archived(
+    database: str, bus: str | None, since: str | None, limit: int, output_format: str
+) -> None:
+    """Archived messages (what buses received), oldest first."""
+    found = call(database, lambda e: e.messages(bus=bus, since=parse_since(since), limit=limit))
+    records = [
+        {
+            "message_uid": item.message_uid,
+            "bus": item.bus,
+            "publish_time": item.publish_time.isoformat(),
+            "replay_of": item.replay_of,
+            "event": to_json(item.event),
+        }
+        for item in found
+    ]
+    columns = [Column("message_uid", no_wrap=True), *map(Column, ("bus", "type", "id"))]
+    columns += [Column("published", no_wrap=True), Column("replay of", no_wrap=True)]
+    rows = [
+        (
+            item.message_uid,
+            item.bus,
+            item.event.get_type(),
+            item.event.get_id(),
+            item.publish_time.isoformat(timespec="seconds"),
+            item.replay_of or "-",
+        )
+        for item in found
+    ]
+    emit(
+        output_format,
+        records,
+        lambda: print_table(columns, rows, title="archived messages", empty="no archived messages"),
+    )
 
 
 @events.command("replay")
@@ -168,14 +211,29 @@ def replay(
 @database_option
 @click.option("--pipeline", help="Only attempts of this pipeline.")
 @click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True)
-def attempts(message_uid: str | None, database: str, pipeline: str | None, limit: int) -> None:
-    """The attempt log (of one message), oldest first, one JSON object per line."""
+@formats(default="json")
+def attempts(
+    message_uid: str | None, database: str, pipeline: str | None, limit: int, output_format: str
+) -> None:
+    """The attempt log (of one message), oldest first."""
+    records = []
     for row in call(database, lambda e: e.attempts(message_uid, pipeline=pipeline, limit=limit)):
         data = {k: v for k, v in vars(row).items()}
         data["time"] = row.time.isoformat()
         for key in ("latency", "retry_delay"):
             data[key] = None if data[key] is None else data[key].total_seconds()
-        click.echo(json.dumps(data))
+        records.append(data)
+    fields = list(records[0]) if records else []
+    emit(
+        output_format,
+        records,
+        lambda: print_table(
+            fields,
+            ([record[field] for field in fields] for record in records),
+            title="delivery attempts",
+            empty="no delivery attempts",
+        ),
+    )
 
 
 @events.command("purge")
@@ -185,7 +243,7 @@ def attempts(message_uid: str | None, database: str, pipeline: str | None, limit
 )
 def purge(database: str, older_than: str | None) -> None:
     """Delete archived messages and attempt-log rows past their retention."""
-    age = None if older_than is None else parse_duration(older_than, "--older-than")
+    age = None if older_than is None else duration_value(older_than, "--older-than")
     messages, logged = call(database, lambda e: e.purge(older_than=age))
     click.echo(f"purged {messages} archived message(s) and {logged} attempt-log row(s)")
 
@@ -220,13 +278,12 @@ def dispatcher(
 ) -> None:
     """Deliver events for every pipeline until SIGINT/SIGTERM (run as many as you like)."""
     interval = (
-        None if purge_interval == "never" else parse_duration(purge_interval, "--purge-interval")
+        None if purge_interval == "never" else duration_value(purge_interval, "--purge-interval")
     )
+    timeout = seconds_value(attempt_timeout, "--attempt-timeout")
     # Warnings and errors (failed deliveries, outages) to stderr, each line made printable.
     configure_logging("text", "WARNING")
-    stats = run_command(
-        lambda: asyncio.run(_dispatch(database, concurrency, attempt_timeout, interval))
-    )
+    stats = run_command(lambda: asyncio.run(_dispatch(database, concurrency, timeout, interval)))
     click.echo(
         f"dispatcher stopped: {stats.attempts} attempt(s), {stats.delivered} delivered, "
         f"{stats.retried} to retry, {stats.failed} failed",
@@ -234,7 +291,9 @@ def dispatcher(
     )
 
 
-async def _dispatch(url: str, concurrency: int, timeout: float, interval: timedelta | None) -> Any:
+async def _dispatch(
+    url: str, concurrency: int, timeout: timedelta, interval: timedelta | None
+) -> Any:
     from txqueue.events.dispatcher import with_pool_size
 
     db = await txqueue.connect_async(with_pool_size(url, concurrency + 2))
@@ -242,7 +301,7 @@ async def _dispatch(url: str, concurrency: int, timeout: float, interval: timede
         worker = txqueue.AsyncDispatcher(
             db,
             concurrency=concurrency,
-            attempt_timeout=timedelta(seconds=timeout),
+            attempt_timeout=timeout,
             purge_interval=interval,
         )
         loop = asyncio.get_running_loop()

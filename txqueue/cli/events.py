@@ -16,25 +16,47 @@ from typing import Any
 import click
 
 import txqueue
-from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.cli.common import (
+    database_option,
+    duration_value,
+    open_database,
+    run_command,
+    seconds_value,
+)
+from txqueue.cli.listing import emit, format_option
 from txqueue.cli.text import Column, print_table
 from txqueue.core.durations import parse_duration
 from txqueue.errors import InvalidArgument
 from txqueue.events.resources import UNCHANGED
 from txqueue.events.secrets import secret_from_environment, secret_from_file
 
-__all__ = ["buses", "call", "enrollments", "json_option", "pipelines", "since"]
+__all__ = ["FLAGS", "buses", "call", "enrollments", "json_option", "pipelines", "since"]
+
+
+#: Python arguments that txqueue's errors name, as this CLI spells them.
+FLAGS = {
+    "allow_private=True": "--allow-private",
+    "max_attempts": "--max-retry-attempts",
+    "min_retry_delay": "--min-retry-delay",
+    "max_retry_delay": "--max-retry-delay",
+    "input_payload_format": "--input-payload-format",
+    "json_schema": "--json-schema",
+    "cel_match": "--cel-match",
+    "older_than": "--older-than",
+}
 
 
 @contextmanager
-def _events(database: str) -> Iterator[txqueue.Events]:
-    with open_database(database) as db:
+def _events(database: str, create: bool = False) -> Iterator[txqueue.Events]:
+    with open_database(database, create=create) as db:
         yield txqueue.Events(db)
 
 
-def call(database: str, action: Callable[[txqueue.Events], Any]) -> Any:
-    with _events(database) as events:
-        return run_command(lambda: action(events))
+def call(database: str, action: Callable[[txqueue.Events], Any], create: bool = False) -> Any:
+    """``action`` on the database's event layer; its errors name CLI flags (`FLAGS`). Only
+    ``create`` makes a SQLite database that does not exist yet."""
+    with _events(database, create) as events:
+        return run_command(lambda: action(events), FLAGS)
 
 
 def describe(resource: Any) -> dict[str, Any]:
@@ -65,17 +87,17 @@ def _show(resource: Any) -> None:
     click.echo(json.dumps(describe(resource), indent=2))
 
 
-def _table(title: str, resources: list[Any], columns: list[str], as_json: bool) -> None:
+def _table(title: str, resources: list[Any], columns: list[str], output_format: str) -> None:
     rows = [describe(r) for r in resources]
-    if as_json:
-        for row in rows:
-            click.echo(json.dumps(row))
-        return
-    print_table(
-        [Column(column, no_wrap=column == "name") for column in columns],
-        ([_cell(row.get(column)) for column in columns] for row in rows),
-        title=title,
-        empty=f"no {title}",
+    emit(
+        output_format,
+        rows,
+        lambda: print_table(
+            [Column(column, no_wrap=column == "name") for column in columns],
+            ([_cell(row.get(column)) for column in columns] for row in rows),
+            title=title,
+            empty=f"no {title}",
+        ),
     )
 
 
@@ -87,14 +109,14 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _seconds(value: float | None) -> timedelta | None:
-    return None if value is None else timedelta(seconds=value)
+def _seconds(value: float | None, flag: str) -> timedelta | None:
+    return None if value is None else seconds_value(value, flag)
 
 
 def _retention(text: str | None) -> Any:
     if text is None:
         return UNCHANGED
-    return None if text == "forever" else parse_duration(text, "--retention")
+    return None if text == "forever" else duration_value(text, "--retention")
 
 
 def since(text: str | None) -> datetime | None:
@@ -150,7 +172,13 @@ def create_bus(name: str, database: str, archive: bool | None, retention: str | 
     """Create bus NAME (archiving on, 30 days' retention, unless told otherwise)."""
     kept = _retention(retention)
     options: dict[str, Any] = {} if kept is UNCHANGED else {"retention": kept}
-    _show(call(database, lambda e: e.create_bus(name, archive=archive is not False, **options)))
+    _show(
+        call(
+            database,
+            lambda e: e.create_bus(name, archive=archive is not False, **options),
+            create=True,
+        )
+    )
 
 
 @buses.command("update")
@@ -221,8 +249,8 @@ def create_pipeline(name: str, database: str, destination: str, **options: Any) 
     secret = _signing_secret(options, unset=None)
     fields = {
         "max_attempts": options["max_retry_attempts"],
-        "min_retry_delay": _seconds(options["min_retry_delay"]),
-        "max_retry_delay": _seconds(options["max_retry_delay"]),
+        "min_retry_delay": _seconds(options["min_retry_delay"], "--min-retry-delay"),
+        "max_retry_delay": _seconds(options["max_retry_delay"], "--max-retry-delay"),
     }
     given = {key: value for key, value in fields.items() if value is not None}
 
@@ -237,7 +265,7 @@ def create_pipeline(name: str, database: str, destination: str, **options: Any) 
             allow_private=bool(options["allow_private"]),
         )
 
-    _show(call(database, create))
+    _show(call(database, create, create=True))
 
 
 @pipelines.command("update")
@@ -253,8 +281,8 @@ def update_pipeline(name: str, database: str, destination: str | None, **options
     changes: dict[str, Any] = {
         "destination": destination,
         "max_attempts": options["max_retry_attempts"],
-        "min_retry_delay": _seconds(options["min_retry_delay"]),
-        "max_retry_delay": _seconds(options["max_retry_delay"]),
+        "min_retry_delay": _seconds(options["min_retry_delay"], "--min-retry-delay"),
+        "max_retry_delay": _seconds(options["max_retry_delay"], "--max-retry-delay"),
         "allow_private": options["allow_private"],
     }
     if options["clear_payload_format"]:
@@ -359,10 +387,10 @@ def _add_common(group: click.Group, kind: str) -> None:
 
     @group.command("list")
     @database_option
-    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-    def list_command(database: str, as_json: bool) -> None:
+    @format_option
+    def list_command(database: str, output_format: str) -> None:
         found = call(database, lambda e: getattr(e, f"list_{kind}")())
-        _table(kind, found, _COLUMNS[kind], as_json)
+        _table(kind, found, _COLUMNS[kind], output_format)
 
     @group.command("describe")
     @click.argument("name")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from txqueue.cli.common import database_option, open_database, run_command
+from txqueue.cli.listing import emit, format_option
 from txqueue.cli.text import Column, print_table, text
 from txqueue.models import QueueInfo
 
@@ -15,30 +14,29 @@ __all__ = ["queues"]
 
 @click.command()
 @database_option
-@click.option(
-    "--json", "as_json", is_flag=True, help="One JSON object per queue instead of a table."
-)
-def queues(database: str, as_json: bool) -> None:
+@format_option
+def queues(database: str, output_format: str) -> None:
     """List queues with ready, leased, scheduled and dead-letter counts and the oldest age."""
     with open_database(database) as db:
         infos: list[QueueInfo] = run_command(
             lambda: [db.queue_info(table.name) for table in db.queues()]
         )
-    if as_json:
-        for info in infos:
-            click.echo(
-                json.dumps(
-                    {
-                        "name": info.name,
-                        "ready": info.ready,
-                        "leased": info.leased,
-                        "scheduled": info.scheduled,
-                        "dead_letters": info.dead_letters,
-                        "oldest_ready_age_seconds": info.oldest_ready_age_seconds,
-                    }
-                )
-            )
-        return
+    records = [
+        {
+            "name": info.name,
+            "ready": info.ready,
+            "leased": info.leased,
+            "scheduled": info.scheduled,
+            "dead_letters": info.dead_letters,
+            "oldest_ready_age_seconds": info.oldest_ready_age_seconds,
+        }
+        for info in infos
+    ]
+    fields = ["name", "ready", "leased", "scheduled", "dead_letters", "oldest_ready_age_seconds"]
+    emit(output_format, records, lambda: _table(database, infos), fields)
+
+
+def _table(database: str, infos: list[QueueInfo]) -> None:
     headings = ("ready", "leased", "scheduled", "dead letters", "oldest ready")
     columns = [Column("queue"), *(Column(heading, justify="right") for heading in headings)]
     rows = [

@@ -9,7 +9,6 @@ prints rows as messages arrive.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as _dt
 import decimal
@@ -18,7 +17,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 from rich.console import Console
@@ -28,11 +27,15 @@ from rich.table import Column, Table
 from rich.text import Text
 
 import txqueue
+from txqueue.cli import describe
 from txqueue.cli import text as display
 from txqueue.cli.common import database_option, open_database
+from txqueue.cli.listing import emit, encoded, format_option, shown_bytes
 from txqueue.core.text import printable
-from txqueue.errors import TxqueueError
+from txqueue.core.values import check_value
+from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.sql import StreamingResultSet, is_complete, split_script, statement_kind
+from txqueue.sql.params import value_type
 
 __all__ = ["sql"]
 
@@ -42,7 +45,7 @@ HISTORY = Path(os.environ.get("TXQUEUE_SQL_HISTORY", "~/.txqueue_sql_history")).
 @click.command("sql")
 @click.argument("statement", required=False)
 @database_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per row instead of a table.")
+@format_option
 @click.option(
     "-p",
     "--param",
@@ -51,23 +54,69 @@ HISTORY = Path(os.environ.get("TXQUEUE_SQL_HISTORY", "~/.txqueue_sql_history")).
     metavar="NAME=VALUE",
     help="A query parameter (@NAME, or $N as N=...); VALUE is read as JSON, else as a string.",
 )
-def sql(statement: str | None, database: str, as_json: bool, raw_params: Sequence[str]) -> None:
+@click.option(
+    "-f",
+    "--file",
+    "script_file",
+    type=click.File("r"),
+    help="Run the statements of this file ('-': stdin).",
+)
+@click.option(
+    "--transaction",
+    is_flag=True,
+    help="Run every statement (queries and DML, no DDL) in one read-write transaction: all "
+    "or nothing. Without it each statement runs on its own and the script stops at the first "
+    "error, what ran before it staying applied.",
+)
+def sql(
+    statement: str | None,
+    database: str,
+    output_format: str,
+    raw_params: Sequence[str],
+    script_file: IO[str] | None,
+    transaction: bool,
+) -> None:
     """Run SQL in the database's dialect (GoogleSQL or PostgreSQL).
 
-    With STATEMENT: run it (several may be separated by ';'). Without: read statements from
-    stdin, or open an interactive shell when stdin is a terminal.
+    With STATEMENT or --file: run it (several statements are separated by ';'). Without: read
+    statements from stdin, or open an interactive shell when stdin is a terminal ('help'
+    lists its commands; \\d lists tables and queues, \\d NAME describes one).
+
+    As gcloud's execute-sql does, each statement of a script runs on its own: a query in a
+    snapshot, DML in its own transaction, DDL through update_ddl; the script stops at the
+    first error. With --transaction the statements run in one transaction instead.
     """
+    if statement is not None and script_file is not None:
+        raise click.UsageError("give STATEMENT or --file, not both")
     params = _params(raw_params)
-    with open_database(database) as db:
-        runner = _Runner(db, display.console(), as_json, params)
-        if statement is not None:
-            ok = runner.script(statement)
-        elif sys.stdin.isatty():
+    if script_file is not None:
+        text: str | None = script_file.read()
+    elif statement is not None:
+        text = statement
+    else:
+        text = None if sys.stdin.isatty() else sys.stdin.read()
+    with open_database(database, create=_creates(text, transaction)) as db:
+        runner = _Runner(db, display.console(), output_format, params)
+        if text is None:
             ok = runner.shell(database)
+        elif transaction:
+            ok = runner.transaction(text)
         else:
-            ok = runner.script(sys.stdin.read())
+            ok = runner.script(text)
     if not ok:
         sys.exit(1)
+
+
+def _creates(text: str | None, transaction: bool) -> bool:
+    """Whether the statements may create the database: a script that starts with DDL does (a
+    query, DML or the shell on a database that does not exist is a mistake)."""
+    if text is None or transaction or _meta(text):
+        return False
+    try:
+        pieces = split_script(text)
+    except TxqueueError:
+        return False
+    return bool(pieces) and statement_kind(pieces[0], "googlesql") == "ddl"
 
 
 def _params(raw: Sequence[str]) -> dict[str, Any] | None:
@@ -82,28 +131,84 @@ def _params(raw: Sequence[str]) -> dict[str, Any] | None:
             value: Any = json.loads(text)
         except ValueError:
             value = text
-        params[name.strip().lstrip("@$")] = value
+        except RecursionError:
+            raise click.BadParameter(
+                f"{name.strip()}: the JSON value is nested too deeply", param_hint="--param"
+            ) from None
+        params[name.strip().lstrip("@$")] = _checked(name.strip(), value)
     return params
+
+
+def _checked(name: str, value: Any) -> Any:
+    """``value`` if a query parameter of its type may hold it (an int within INT64, text
+    without lone surrogates, JSON as Spanner stores it); a usage error naming it otherwise."""
+    column = value_type(value)
+    if column is None:
+        return value
+    try:
+        return check_value(column, value, name)
+    except TxqueueError as error:
+        raise click.BadParameter(printable(error), param_hint="--param") from error
 
 
 class _Runner:
     """Runs statements against one database and prints their results."""
 
-    def __init__(self, db: txqueue.Database, console: Console, as_json: bool, params: Any) -> None:
+    def __init__(
+        self, db: txqueue.Database, console: Console, output_format: str, params: Any
+    ) -> None:
         self.db = db
         self.console = console
-        self.as_json = as_json
+        self.output_format = output_format
         self.params = params
         self.dialect = db.dialect
 
     def script(self, text: str) -> bool:
-        """Run every statement of ``text``; stop at the first error (False)."""
+        """Run every statement of ``text`` on its own; stop at the first error (False)."""
+        if _meta(text):
+            return self.meta(text.strip())
         try:
             pieces = split_script(text, self.dialect)
         except TxqueueError as error:
             self.error(error)
             return False
         return all(self.run(piece) for piece in pieces)
+
+    def transaction(self, text: str) -> bool:
+        """Run every statement of ``text`` in one read-write transaction, then print what each
+        gave; on an error nothing is applied (False)."""
+        try:
+            pieces = split_script(text, self.dialect)
+            kinds = [statement_kind(piece, self.dialect) for piece in pieces]
+        except TxqueueError as error:
+            self.error(error)
+            return False
+        if "ddl" in kinds:
+            self.error(InvalidArgument("--transaction runs queries and DML; run DDL without it"))
+            return False
+
+        def work(txn: txqueue.Transaction) -> list[Any]:
+            outcomes: list[Any] = []
+            for piece, kind in zip(pieces, kinds):
+                if kind == "dml":
+                    outcomes.append(txn.execute_update(piece, self.params))
+                else:
+                    result = txn.execute_sql(piece, self.params)
+                    outcomes.append((list(result.fields), list(result)))
+            return outcomes
+
+        try:
+            outcomes = self.db.run_in_transaction(work)
+        except TxqueueError as error:
+            self.error(error)
+            self.note("nothing was applied")
+            return False
+        for outcome in outcomes:
+            if isinstance(outcome, int):
+                self.note(f"Statement modified {outcome} row{'' if outcome == 1 else 's'}")
+            else:
+                self.rows(*outcome)
+        return True
 
     def run(self, text: str) -> bool:
         """Run one statement and print its outcome; False when it failed."""
@@ -134,25 +239,30 @@ class _Runner:
                     self.stream(result.fields, result)
                 return
             rows = list(result)
-        if self.as_json:
+        self.rows(result.fields, rows)
+
+    def rows(self, fields: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+        """Print a query's rows in the chosen format."""
+
+        def table() -> None:
+            listing = self.table(fields)
             for row in rows:
-                click.echo(json.dumps(dict(zip(result.fields, map(_json_value, row)))))
-            return
-        table = self.table(result.fields)
-        for row in rows:
-            display.add_row(table, map(_cell, row))
-        self.console.print(table if rows else "(no rows)")
+                display.add_row(listing, map(_cell, row))
+            self.console.print(listing if rows else "(no rows)")
+
+        emit(self.output_format, (_record(fields, row) for row in rows), table, _names(fields))
 
     def stream(self, fields: list[str], rows: Iterable[tuple[Any, ...]]) -> None:
         """Print rows as they arrive (a growing table on a terminal)."""
-        if self.as_json or not display.on_terminal(self.console):
-            if not self.as_json:
-                click.echo("\t".join(map(printable, fields)))
+        if self.output_format != "table":
             for row in rows:
-                if self.as_json:
-                    click.echo(json.dumps(dict(zip(fields, map(_json_value, row)))))
-                else:
-                    click.echo("\t".join(printable(_cell(v)) for v in row))
+                emit(self.output_format, [_record(fields, row)], lambda: None, _names(fields))
+                sys.stdout.flush()
+            return
+        if not display.on_terminal(self.console):
+            click.echo("\t".join(map(printable, fields)))
+            for row in rows:
+                click.echo("\t".join(printable(_cell(v)) for v in row))
                 sys.stdout.flush()
             return
         table = self.table(fields, "waiting for messages (Ctrl-C stops)")
@@ -168,7 +278,7 @@ class _Runner:
                 live.refresh()
 
     def note(self, text: str) -> None:
-        if not self.as_json:
+        if self.output_format == "table":
             self.console.print(text)
 
     def error(self, error: TxqueueError) -> None:
@@ -181,6 +291,27 @@ class _Runner:
         columns = [Column(name, overflow="fold") for name in fields]
         return display.table(self.console, columns, caption=caption)
 
+    # ---- meta commands: help, \d -----------------------------------------------------------
+
+    def meta(self, text: str) -> bool:
+        """``help``, ``\\d`` or ``\\d NAME``; False for an unknown command or name."""
+        words = text.rstrip(";").split()
+        if words[0].lower() == "help":
+            self.console.print(display.text(SHELL_HELP))
+            return True
+        if words[0] == "\\d" and len(words) <= 2:
+            try:
+                if len(words) == 1:
+                    describe.list_tables(self.db, self.output_format)
+                else:
+                    describe.describe(self.db, words[1], self.output_format)
+            except TxqueueError as error:
+                self.error(error)
+                return False
+            return True
+        self.error(InvalidArgument(f"unknown command {words[0]!r}: type help"))
+        return False
+
     # ---- the interactive shell ------------------------------------------------------------
 
     def shell(self, database: str) -> bool:
@@ -188,7 +319,8 @@ class _Runner:
         readline = _readline()
         self.console.print(
             f"txqueue sql on [cyan]{escape(printable(database))}[/] ({self.dialect.value} on "
-            f"{self.db.engine}). End statements with ';', leave with \\q or Ctrl-D."
+            f"{self.db.engine}). End statements with ';'; help lists commands; leave with \\q or "
+            "Ctrl-D."
         )
         lines: list[str] = []
         while True:
@@ -203,6 +335,9 @@ class _Runner:
                 continue
             if not lines and line.strip().lower() in ("\\q", "exit", "quit", "exit;", "quit;"):
                 break
+            if not lines and _meta(line):
+                self.meta(line.strip())
+                continue
             lines.append(line)
             text = "\n".join(lines)
             if is_complete(text, self.dialect):
@@ -225,13 +360,46 @@ def _readline() -> Any:
     return readline
 
 
+SHELL_HELP = """\
+Statements end with ';' and may span lines; each runs on its own (a query in a snapshot, DML in
+its own transaction, DDL through update_ddl).
+  \\d              list tables and queues
+  \\d NAME         describe a table or queue: columns, primary key, interleaving, indexes,
+                  and for a queue its hidden lease and dead-letter columns
+  SELECT * FROM INFORMATION_SCHEMA.TABLES;   (also COLUMNS, INDEXES, INDEX_COLUMNS)
+  SELECT * FROM RECEIVE_Queue(max_duration => '5s');   receive messages as they arrive
+  help            this text
+  \\q, exit, quit  leave (or Ctrl-D)"""
+
+
+def _meta(text: str) -> bool:
+    """Whether ``text`` is a shell command rather than SQL."""
+    stripped = text.strip().rstrip(";").strip()
+    return stripped.startswith("\\") or stripped.lower() == "help"
+
+
+def _names(fields: Sequence[str]) -> list[str]:
+    return list(fields)
+
+
+def _record(fields: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    """A row as JSON values; bytes as text or base64 with a ``<field>_encoding`` next to it."""
+    record: dict[str, Any] = {}
+    for name, value in zip(fields, row):
+        if isinstance(value, bytes):
+            record.update(encoded(name, value))
+        else:
+            record[name] = _json_value(value)
+    return record
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):
-        return repr(value)
+        return shown_bytes(value)
     if isinstance(value, _dt.datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, (dict, list)):
@@ -241,7 +409,7 @@ def _cell(value: Any) -> str:
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
+        return encoded("value", value)["value"]
     if isinstance(value, _dt.datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, (_dt.date, decimal.Decimal)):

@@ -21,9 +21,11 @@ from sqlglot import ErrorLevel, exp
 from sqlglot.dialects.sqlite import SQLite
 from sqlglot.errors import ParseError, UnsupportedError
 
-from txqueue.core.schema import Dialect, Table
+from txqueue.core.schema import Catalog, Dialect, Table
 from txqueue.errors import InvalidArgument, NotFound, TxqueueError
+from txqueue.sql import information_schema
 from txqueue.sql.compiler import Compiler, Output
+from txqueue.sql.information_schema import VIEWS, is_view, view_name
 from txqueue.sql.params import Binder
 from txqueue.sql.results import QueryPlan
 from txqueue.sql.rewrite import Rewriter
@@ -121,6 +123,10 @@ class Statement:
             )
         self._check_names()
         self.tables = self._tables()
+        #: Whether the statement reads INFORMATION_SCHEMA (its plan needs the whole catalog).
+        self.reads_information_schema = any(
+            is_view(table) for table in self.tree.find_all(exp.Table)
+        )
 
     def _parse(self) -> exp.Expression:
         try:
@@ -175,6 +181,14 @@ class Statement:
         for table in self.tree.find_all(exp.Table):
             if self.function is not None and table.this is self.function.call:
                 continue
+            name = view_name(table)
+            if name is not None:
+                if name not in VIEWS:
+                    raise InvalidArgument(
+                        f"INFORMATION_SCHEMA.{name} is not supported: "
+                        f"{', '.join(VIEWS)} are{self._where(table)}"
+                    )
+                continue
             if table.args.get("db") or table.args.get("catalog"):
                 raise InvalidArgument(
                     f"schema-qualified name {table.sql()!r} is not supported{self._where(table)}"
@@ -193,6 +207,8 @@ class Statement:
         ctes = {cte.alias.lower() for cte in self.tree.find_all(exp.CTE)}
         names: dict[str, str] = {}
         for table in self.tree.find_all(exp.Table):
+            if is_view(table):
+                continue
             if isinstance(table.this, exp.Identifier) and table.name.lower() not in ctes:
                 names.setdefault(table.name.lower(), table.name)
         return tuple(names.values())
@@ -206,11 +222,13 @@ class Statement:
         params: Any = None,
         param_types: Any = None,
         now: datetime | None = None,
+        catalog: Catalog | None = None,
     ) -> Plan:
-        """What to run on ``engine``; ``tables`` maps lower-cased names to their schema."""
+        """What to run on ``engine``; ``tables`` maps lower-cased names to their schema.
+        A statement that `reads_information_schema` needs the whole ``catalog``."""
         if engine not in ("sqlite", "postgres"):
             raise InvalidArgument(f"unknown engine {engine!r}")
-        return _guard(lambda: self._plan(tables, engine, params, param_types, now))
+        return _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
 
     def _plan(
         self,
@@ -219,6 +237,7 @@ class Statement:
         params: Any,
         param_types: Any,
         now: datetime | None,
+        catalog: Catalog | None = None,
     ) -> Plan:
         binder = Binder(engine, self.dialect, params, param_types)
         if self.function is not None:
@@ -231,11 +250,20 @@ class Statement:
                 self.function, queue, self.dialect, binder, lambda n: self._where(n)
             )
         tree = self.tree.copy()
+        views = self._views(tree) if self.reads_information_schema else {}
         rewriter = Rewriter(engine, self.dialect, binder, now, self.source)
         compiler = Compiler(tables, self.dialect, rewriter)
         if self.kind == "query":
-            outputs: list[Output] | None = compiler.query(tree, None, {})
+            sources: dict[str, list[Output] | None] = {
+                key: [Output(c.name, c) for c in information_schema.columns(name, self.dialect)]
+                for key, name in views.items()
+            }
+            outputs: list[Output] | None = compiler.query(tree, None, sources)
+            if views:
+                tree = _with_views(tree, views, catalog or (dict(tables), {}), self.dialect)
             return QueryPlan(_generate(tree, engine), binder.values, outputs, engine)
+        if views:
+            raise InvalidArgument("INFORMATION_SCHEMA is read by queries only")
         if isinstance(tree, exp.Insert):
             table = compiler.insert(tree)
         elif isinstance(tree, exp.Update):
@@ -247,6 +275,19 @@ class Statement:
         expected = self._expected_rows(binder)
         return DmlPlan(_generate(tree, engine), binder.values, expected, sends_to)
 
+    def _views(self, tree: exp.Expression) -> dict[str, str]:
+        """Name each INFORMATION_SCHEMA view the statement reads as a CTE of its own (keys:
+        CTE names; values: view names); `_with_views` defines them once compiled."""
+        views: dict[str, str] = {}
+        for table in list(tree.find_all(exp.Table)):
+            name = view_name(table)
+            if name is not None:
+                key = f"_txq_information_schema_{name.lower()}"
+                views[key] = name
+                alias = exp.TableAlias(this=exp.to_identifier(table.alias or name))
+                table.replace(exp.Table(this=exp.to_identifier(key), alias=alias))
+        return views
+
     def _expected_rows(self, binder: Binder) -> int | None:
         count = self.prepared.assert_rows
         if isinstance(count, str):
@@ -254,6 +295,27 @@ class Statement:
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise InvalidArgument("ASSERT_ROWS_MODIFIED needs a non-negative integer")
         return count
+
+
+def _with_views(
+    tree: exp.Expression, views: Mapping[str, str], catalog: Catalog, dialect: Dialect
+) -> exp.Expression:
+    """``tree`` with the INFORMATION_SCHEMA views it reads defined first in its WITH clause,
+    their rows taken from ``catalog``."""
+    tables, indexes = catalog
+    definitions = [
+        exp.CTE(
+            this=information_schema.view(name, tables, indexes, dialect),
+            alias=exp.TableAlias(this=exp.to_identifier(key)),
+        )
+        for key, name in views.items()
+    ]
+    clause = tree.args.get("with_")
+    if isinstance(clause, exp.With):
+        clause.set("expressions", [*definitions, *clause.expressions])
+    else:
+        tree.set("with_", exp.With(expressions=definitions))
+    return tree
 
 
 def _generate(tree: exp.Expression, engine: str) -> str:

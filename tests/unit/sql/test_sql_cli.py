@@ -46,7 +46,8 @@ def test_a_query_prints_a_table(url: str) -> None:
 def test_json_rows(url: str) -> None:
     code, output = run(url, "--json", "SELECT * FROM UserTasks")
     row = json.loads(output)
-    assert code == 0 and row["MessageId"] == "welcome" and row["Payload"] == "aGk="
+    assert code == 0 and row["MessageId"] == "welcome" and row["Payload"] == "hi"
+    assert row["Payload_encoding"] == "text"  # bytes: text when UTF-8, else base64
     assert row["DeliverTime"].endswith("Z")
 
 
@@ -93,7 +94,7 @@ def test_the_shell_reads_statements_over_several_lines(
     monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
     monkeypatch.setattr(sql_cli, "HISTORY", tmp_path / "history")  # type: ignore[operator]
     console = Console(record=True, width=100)
-    runner = sql_cli._Runner(db, console, as_json=False, params=None)
+    runner = sql_cli._Runner(db, console, output_format="table", params=None)
     assert runner.shell("sqlite:///test.db") is True
     text = console.export_text()
     assert "New User" in text and "End statements with ';'" in text
