@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import txqueue
-from txqueue.errors import FailedPrecondition, InvalidArgument
+from txqueue.errors import FailedPrecondition, InvalidArgument, NotFound
 
 from .support import Env, is_postgres, seconds
 
@@ -180,3 +180,42 @@ def test_publishing_event_data_nested_100000_deep_is_invalid_argument(env: Env) 
         with pytest.raises(InvalidArgument, match="nested deeper than 80"):
             events.publish("orders", {**event, "data": data})
     assert events.messages() == []
+
+
+def test_the_event_layer_of_a_fresh_database_has_nothing_and_publishes_to_no_bus(env: Env) -> None:
+    """Before anything is configured its tables do not exist: empty lists and NotFound, not an
+    InvalidArgument about the reserved name of a table nobody asked for."""
+    events = txqueue.Events(env.db)
+    assert events.list_buses() == []
+    assert events.messages() == []
+    with pytest.raises(NotFound, match="bus 'orders' does not exist"):
+        events.publish("orders", {"id": "1", "source": "shop", "type": "order.paid"})
+
+
+@pytest.mark.parametrize("name", [["p"], 42, None, "Not A Name"])
+def test_a_resource_name_that_is_no_name_is_invalid_argument(env: Env, name: Any) -> None:
+    events = txqueue.Events(env.db)
+    events.create_bus("orders")
+    with pytest.raises(InvalidArgument, match="pipeline name"):
+        events.get_pipeline(name)
+    with pytest.raises(InvalidArgument, match="pipeline name"):
+        events.update_pipeline(name, max_attempts=3)
+    with pytest.raises(InvalidArgument, match="bus name"):
+        events.delete_bus(name)
+    assert [bus.name for bus in events.list_buses()] == ["orders"]
+
+
+def test_a_dead_letter_or_release_whose_error_text_no_engine_stores_is_invalid_argument(
+    env: Env,
+) -> None:
+    env.add_users(1)
+    env.send(1, "m")
+    held = env.db.receive_now(env.tasks)[0]
+    with pytest.raises(InvalidArgument, match="error is not valid Unicode"):
+        env.db.dead_letter(env.tasks, held.key, held.lease_token, "failed \ud800")
+    with pytest.raises(InvalidArgument, match="error is not valid Unicode"):
+        env.db.release_lease(env.tasks, [held.lease_token], error="failed \udfff")
+    with pytest.raises(FailedPrecondition):
+        env.db.dead_letter(env.tasks, held.key, "\ud800", "failed")
+    assert _counts(env) == (0, 1, 0)
+    assert env.db.dead_letters(env.tasks) == []

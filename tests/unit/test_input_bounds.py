@@ -74,11 +74,11 @@ def test_a_locator_beyond_int64_makes_a_token_not_ours(locator: str) -> None:
 
 @pytest.mark.parametrize("size", [2**63, 10**30])
 def test_a_batch_size_beyond_int64_is_invalid_argument(size: int) -> None:
-    from txqueue.core.values import check_batch_size
+    from txqueue.core.values import check_count
 
     with pytest.raises(InvalidArgument, match="max_batch_size must be at most"):
-        check_batch_size(size)
-    assert check_batch_size(2**63 - 1) == 2**63 - 1
+        check_count(size, "max_batch_size")
+    assert check_count(2**63 - 1, "max_batch_size") == 2**63 - 1
 
 
 @pytest.mark.parametrize(
@@ -188,3 +188,17 @@ def test_a_cloudevent_no_receiver_could_read_is_invalid_argument(
 def test_a_json_cloudevent_with_deeply_nested_array_data_is_invalid_argument() -> None:
     with pytest.raises(InvalidArgument, match="nested deeper than 80"):
         from_json({**ATTRIBUTES, "data": nested(100_000)})
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite:///x\ud800.db", "postgresql://h/db?pool_size=\ud800", "x://[", "postgresql://[::1/db"],
+)
+def test_a_url_that_is_malformed_or_not_text_is_invalid_argument(url: str) -> None:
+    with pytest.raises(InvalidArgument, match="database URL"):
+        parse_url(url)
+
+
+def test_a_json_cloudevent_whose_content_type_is_no_string_is_invalid_argument() -> None:
+    with pytest.raises(InvalidArgument, match="'datacontenttype' must be a string"):
+        from_json({**ATTRIBUTES, "data": False, "datacontenttype": False})

@@ -17,9 +17,9 @@ from txqueue._sync.drivers import open_driver
 from txqueue._sync.protocol import Driver
 from txqueue._sync.transaction import Batch, Snapshot, Transaction
 from txqueue.core.durations import to_duration
-from txqueue.core.leases import DEFAULT_LEASE, token_expiration_micros
+from txqueue.core.leases import DEFAULT_LEASE, is_token, token_expiration_micros
 from txqueue.core.schema import Catalog, Dialect, Index, Table, validate_name
-from txqueue.core.values import check_batch_size, check_key
+from txqueue.core.values import check_count, check_key, check_text
 from txqueue.drivers.base import (
     DeadLetterParams,
     ReceiveParams,
@@ -243,7 +243,7 @@ class Database:
         SQLite, that another writer holds the lock just now).
         """
         lease = to_duration(lease_duration, "lease_duration")
-        check_batch_size(max_batch_size)
+        check_count(max_batch_size, "max_batch_size")
         table = self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
         try:
@@ -272,7 +272,7 @@ class Database:
         """
         duration = to_duration(max_duration, "max_duration")
         lease = to_duration(lease_duration, "lease_duration")
-        check_batch_size(max_batch_size)
+        check_count(max_batch_size, "max_batch_size")
         if priority is not None:
             raise InvalidArgument("priority must be NULL: its meaning is undefined upstream")
         if not isinstance(queue, str):
@@ -351,25 +351,26 @@ class Database:
         """
         table = self.queue(queue)
         wait = to_duration(delay, "delay", allow_zero=True)
-        if error is not None and not isinstance(error, str):
-            raise InvalidArgument("error must be a string")
+        if error is not None:
+            check_text(error, "error")
         params = ReleaseParams(table, _tokens(tokens), wait, self.now(), error)
         return self._driver.release(params)
 
     def dead_letter(self, queue: str, key: Any, lease_token: str, error: str) -> None:
         """Move a leased message to the dead letters now, with ``error`` as its last error."""
         table = self.queue(queue)
-        if not isinstance(lease_token, str) or not isinstance(error, str):
-            raise InvalidArgument("lease_token and error must be strings")
+        if not isinstance(lease_token, str):
+            raise InvalidArgument("lease_token must be a string")
+        if not is_token(lease_token):
+            lease_token = ""  # not one of ours: it holds no lease (and "" matches none)
+        check_text(error, "error")
         params = DeadLetterParams(table, check_key(table, key), lease_token, error, self.now())
         self._driver.dead_letter(params)
 
     def dead_letters(self, queue: str, limit: int = 1000) -> list[DeadLetter]:
         """The dead letters of ``queue``, oldest failure first."""
         table = self.queue(queue)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument("limit must be a positive integer")
-        return self._driver.dead_letters(table, limit)
+        return self._driver.dead_letters(table, check_count(limit, "limit"))
 
     def replay_dead_letters(self, queue: str, keys: Sequence[Any] | None = None) -> int:
         """Send dead letters (all, or those with ``keys``) back to their queue as new messages."""

@@ -6,12 +6,10 @@ import asyncio
 import importlib
 import os
 import sys
-from datetime import timedelta
 
 import click
 
-from txqueue.cli.common import database_option, failure
-from txqueue.core.durations import parse_duration
+from txqueue.cli.common import database_option, duration_value, failure
 from txqueue.errors import TxqueueError
 from txqueue.worker import App, Metrics, Stats, Worker, configure_logging
 from txqueue.worker.observe import StatusLine
@@ -46,13 +44,6 @@ def load_app(reference: str) -> App:
             f"{reference} is a {type(found).__name__}, not a txqueue.App", param_hint="APP"
         )
     return found
-
-
-def _duration(text: str) -> timedelta:
-    try:
-        return parse_duration(text, "grace")
-    except TxqueueError as error:
-        raise click.BadParameter(str(error), param_hint="--grace") from error
 
 
 @click.command()
@@ -120,7 +111,7 @@ def worker(
     The database is --database when given, else the App's URL, else $TXQUEUE_DATABASE_URL.
     Exits 0 after a graceful shutdown.
     """
-    wait = _duration(grace)
+    wait = duration_value(grace, "--grace")
     app = load_app(app_reference)
     source = context.get_parameter_source("database")
     url = (

@@ -48,7 +48,16 @@ def parse_url(url: str) -> DatabaseUrl:
         raise InvalidArgument(
             f"database URL {url!r} must look like sqlite:///path or postgresql://host/db"
         )
-    parts = urlsplit(url)
+    try:
+        url.encode()
+    except UnicodeEncodeError as error:
+        raise InvalidArgument(
+            "database URL is not valid Unicode text: it holds a lone surrogate"
+        ) from error
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # e.g. an unclosed "[" of an IPv6 host
+        raise InvalidArgument(f"database URL {url[:80]!r} is malformed: {error}") from error
     scheme = parts.scheme.lower()
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     if scheme == "sqlite":

@@ -18,10 +18,11 @@ from txqueue.errors import InvalidArgument
 
 __all__ = [
     "MAX_JSON_NESTING",
-    "check_batch_size",
+    "check_count",
     "check_key",
     "check_payload",
     "check_row",
+    "check_text",
     "check_value",
     "json_text",
 ]
@@ -132,8 +133,18 @@ def _nesting(value: object) -> int:
     return deepest
 
 
-def check_batch_size(value: object, field: str = "max_batch_size") -> int:
-    """A receive's batch size: a positive int that fits INT64 (every engine's LIMIT)."""
+def check_text(value: object, field: str) -> str:
+    """``value`` if it is a str that encodes as UTF-8 (no lone surrogate): text to store."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{field} must be a string, got {type(value).__name__}")
+    if not _encodable(value):
+        raise InvalidArgument(f"{field} is not valid Unicode: it holds a lone surrogate")
+    return value
+
+
+def check_count(value: object, field: str) -> int:
+    """A count (a receive's max_batch_size, a listing's limit): a positive int that fits INT64,
+    as every engine's LIMIT takes it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgument(f"{field} must be a positive integer, got {value!r}")
     if value > _INT64_MAX:

@@ -174,6 +174,8 @@ def from_json(document: Mapping[str, Any]) -> CloudEvent:
             ) from error
     elif data is not None and not isinstance(data, dict):
         content_type = attributes.get("datacontenttype")
+        if content_type is not None:
+            _check_string("datacontenttype", content_type)
         if content_type is None and isinstance(data, str):
             pass  # plain text, sent as is
         elif content_type is None or _is_json(content_type):

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from txqueue.core.durations import to_duration
 from txqueue.core.schema import DELIVER_TIME, Dialect, Table
-from txqueue.core.values import check_batch_size
+from txqueue.core.values import check_count
 from txqueue.errors import InvalidArgument
 from txqueue.models import LeaseRenewal, Message, ResultSet
 from txqueue.sql.params import Binder
@@ -135,7 +135,7 @@ class _Call:
             batch = args.get("max_batch_size")
             if batch is None:
                 batch = 1
-            check_batch_size(batch, f"max_batch_size of {self.title}")
+            check_count(batch, f"max_batch_size of {self.title}")
             if args.get("priority") is not None:
                 raise InvalidArgument("priority must be NULL: its meaning is undefined upstream")
             duration = args.get("max_duration")

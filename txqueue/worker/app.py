@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE
 from txqueue.core.retry import RetryPolicy
-from txqueue.core.values import check_batch_size
+from txqueue.core.values import check_count
 from txqueue.errors import InvalidArgument
 
 __all__ = ["App", "HandlerSpec", "Schedule"]
@@ -241,7 +241,7 @@ def _limit(value: object) -> int | None:
 
 
 def _batch(value: object) -> int:
-    return check_batch_size(value)
+    return check_count(value, "max_batch_size")
 
 
 def _lease(value: object) -> timedelta:

@@ -14,7 +14,8 @@ from typing import Any
 
 from txqueue._async.database import AsyncTransaction
 from txqueue.core.durations import require_aware, to_duration
-from txqueue.errors import AlreadyExists, InvalidArgument
+from txqueue.core.values import check_count
+from txqueue.errors import AlreadyExists
 from txqueue.events._async.access import engine_update
 from txqueue.events._async.publishing import AsyncPublisher
 from txqueue.events.cloudevent import from_json
@@ -212,6 +213,4 @@ async def _execute_update(txn: AsyncTransaction, sql: str, params: list[Any]) ->
 
 
 def _limit(limit: int) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgument(f"limit must be a positive integer, got {limit!r}")
-    return limit
+    return check_count(limit, "limit")

@@ -28,6 +28,7 @@ from txqueue.events.resources import (
     Pipeline,
     Resource,
     Unchanged,
+    check_resource_name,
     encode_resource,
     parse_destination,
     recorded_private,
@@ -191,15 +192,17 @@ class AsyncEvents(AsyncArchive):
 
     async def get_bus(self, name: str) -> Bus:
         """The bus named ``name``; NotFound when there is none."""
-        return _found(BUS, name, (await self.catalog()).buses.get(name))
+        return _found(BUS, name, (await self.catalog()).buses.get(_named(BUS, name)))
 
     async def get_pipeline(self, name: str) -> Pipeline:
         """The pipeline named ``name``; NotFound when there is none."""
-        return _found(PIPELINE, name, (await self.catalog()).pipelines.get(name))
+        return _found(PIPELINE, name, (await self.catalog()).pipelines.get(_named(PIPELINE, name)))
 
     async def get_enrollment(self, name: str) -> Enrollment:
         """The enrollment named ``name``; NotFound when there is none."""
-        return _found(ENROLLMENT, name, (await self.catalog()).enrollments.get(name))
+        return _found(
+            ENROLLMENT, name, (await self.catalog()).enrollments.get(_named(ENROLLMENT, name))
+        )
 
     async def list_buses(self) -> list[Bus]:
         """Every bus, by name."""
@@ -267,7 +270,8 @@ class AsyncEvents(AsyncArchive):
         await self.ensure_tables()
 
         async def write(txn: AsyncTransaction) -> R:
-            current: R = _found(kind, name, (await self.catalog(txn)).of(kind).get(name))
+            found = (await self.catalog(txn)).of(kind).get(_named(kind, name))
+            current: R = _found(kind, name, found)
             updated = change(current)
             _check_references(updated, await self.catalog(txn))
             now = self._now()
@@ -279,6 +283,8 @@ class AsyncEvents(AsyncArchive):
         return await self.database.run_in_transaction(write)
 
     async def _delete(self, kind: str, name: str) -> None:
+        _named(kind, name)
+
         async def write(txn: AsyncTransaction) -> None:
             catalog = await self.catalog(txn)
             if name not in catalog.of(kind):
@@ -304,6 +310,12 @@ class AsyncEvents(AsyncArchive):
         if not await self._exists():
             raise NotFound(f"{_KINDS[kind]} {name!r} does not exist")
         await self.database.run_in_transaction(write)
+
+
+def _named(kind: str, name: object) -> str:
+    """``name`` if it can name a resource of ``kind``; InvalidArgument (not a TypeError from
+    the lookup, or NotFound) for a name that is no string or malformed."""
+    return check_resource_name(name, _KINDS[kind])
 
 
 def _found(kind: str, name: str, value: R | None) -> R:

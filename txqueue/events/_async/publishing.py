@@ -15,7 +15,7 @@ from typing import Any
 
 from txqueue._async._compat import Lock
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
-from txqueue.errors import NotFound
+from txqueue.errors import InvalidArgument, NotFound
 from txqueue.events._async.access import engine_query
 from txqueue.events.cloudevent import (
     CloudEvent,
@@ -72,7 +72,7 @@ class AsyncPublisher:
             return True
         try:
             await self.database.table(CONFIG)
-        except NotFound:
+        except (NotFound, InvalidArgument):  # a txqueue_ name not created yet: InvalidArgument
             return False
         return True
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from txqueue._sync.database import Transaction
 from txqueue.core.durations import require_aware, to_duration
-from txqueue.errors import AlreadyExists, InvalidArgument
+from txqueue.core.values import check_count
+from txqueue.errors import AlreadyExists
 from txqueue.events._sync.access import engine_update
 from txqueue.events._sync.publishing import Publisher
 from txqueue.events.cloudevent import from_json
@@ -211,6 +212,4 @@ def _execute_update(txn: Transaction, sql: str, params: list[Any]) -> int:
 
 
 def _limit(limit: int) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgument(f"limit must be a positive integer, got {limit!r}")
-    return limit
+    return check_count(limit, "limit")

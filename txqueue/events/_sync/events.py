@@ -29,6 +29,7 @@ from txqueue.events.resources import (
     Pipeline,
     Resource,
     Unchanged,
+    check_resource_name,
     encode_resource,
     parse_destination,
     recorded_private,
@@ -192,15 +193,15 @@ class Events(Archive):
 
     def get_bus(self, name: str) -> Bus:
         """The bus named ``name``; NotFound when there is none."""
-        return _found(BUS, name, (self.catalog()).buses.get(name))
+        return _found(BUS, name, (self.catalog()).buses.get(_named(BUS, name)))
 
     def get_pipeline(self, name: str) -> Pipeline:
         """The pipeline named ``name``; NotFound when there is none."""
-        return _found(PIPELINE, name, (self.catalog()).pipelines.get(name))
+        return _found(PIPELINE, name, (self.catalog()).pipelines.get(_named(PIPELINE, name)))
 
     def get_enrollment(self, name: str) -> Enrollment:
         """The enrollment named ``name``; NotFound when there is none."""
-        return _found(ENROLLMENT, name, (self.catalog()).enrollments.get(name))
+        return _found(ENROLLMENT, name, (self.catalog()).enrollments.get(_named(ENROLLMENT, name)))
 
     def list_buses(self) -> list[Bus]:
         """Every bus, by name."""
@@ -268,7 +269,8 @@ class Events(Archive):
         self.ensure_tables()
 
         def write(txn: Transaction) -> R:
-            current: R = _found(kind, name, (self.catalog(txn)).of(kind).get(name))
+            found = (self.catalog(txn)).of(kind).get(_named(kind, name))
+            current: R = _found(kind, name, found)
             updated = change(current)
             _check_references(updated, self.catalog(txn))
             now = self._now()
@@ -280,6 +282,8 @@ class Events(Archive):
         return self.database.run_in_transaction(write)
 
     def _delete(self, kind: str, name: str) -> None:
+        _named(kind, name)
+
         def write(txn: Transaction) -> None:
             catalog = self.catalog(txn)
             if name not in catalog.of(kind):
@@ -305,6 +309,12 @@ class Events(Archive):
         if not self._exists():
             raise NotFound(f"{_KINDS[kind]} {name!r} does not exist")
         self.database.run_in_transaction(write)
+
+
+def _named(kind: str, name: object) -> str:
+    """``name`` if it can name a resource of ``kind``; InvalidArgument (not a TypeError from
+    the lookup, or NotFound) for a name that is no string or malformed."""
+    return check_resource_name(name, _KINDS[kind])
 
 
 def _found(kind: str, name: str, value: R | None) -> R:

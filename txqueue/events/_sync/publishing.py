@@ -16,7 +16,7 @@ from typing import Any
 
 from txqueue._sync._compat import Lock
 from txqueue._sync.database import Database, Transaction
-from txqueue.errors import NotFound
+from txqueue.errors import InvalidArgument, NotFound
 from txqueue.events._sync.access import engine_query
 from txqueue.events.cloudevent import (
     CloudEvent,
@@ -73,7 +73,7 @@ class Publisher:
             return True
         try:
             self.database.table(CONFIG)
-        except NotFound:
+        except (NotFound, InvalidArgument):  # a txqueue_ name not created yet: InvalidArgument
             return False
         return True
 
