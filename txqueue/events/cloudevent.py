@@ -5,7 +5,8 @@ module adds the checks the SDK leaves out, so that bad input fails at publish ti
 `InvalidArgument` naming the attribute instead of failing later at delivery:
 
 - attribute names are lowercase ASCII letters and digits (the CloudEvents MUST; the "at most
-  20 characters" SHOULD is not enforced), ``data`` and ``messageuid`` are reserved;
+  20 characters" SHOULD is not enforced), ``data``, ``messageuid`` and ``xgooglemessageuid``
+  are reserved;
 - ``id``, ``source``, ``type`` are non-empty strings and ``specversion`` is ``"1.0"``;
 - extension values are strings, booleans or 32-bit integers (the CloudEvents type system);
 - ``time`` is a timezone-aware datetime or an RFC 3339 string; strings hold no control
@@ -14,7 +15,8 @@ module adds the checks the SDK leaves out, so that bad input fails at publish ti
   (str, with a non-JSON ``datacontenttype`` or none) or bytes.
 
 As the SDK does, an event without ``time`` gets the current UTC time when it is made.
-``messageuid`` is set by the bus on every publish (see `to_binary_http`), never by producers.
+``messageuid`` is set by the bus on every publish (see `to_binary_http`), never by producers;
+``xgooglemessageuid`` carries the same value, under Eventarc Advanced's name for it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from txqueue.core.values import json_text
 from txqueue.errors import InvalidArgument
 
 __all__ = [
+    "GOOGLE_MESSAGE_UID_ATTRIBUTE",
     "MESSAGE_UID_ATTRIBUTE",
     "CloudEvent",
     "attributes_of",
@@ -50,11 +53,14 @@ Data = dict[str, Any] | str | bytes | None
 Payload = Mapping[str, Any] | str | bytes | bytearray | None
 
 MESSAGE_UID_ATTRIBUTE = "messageuid"
+#: Eventarc Advanced's name for the same value: receivers written for it read this one.
+GOOGLE_MESSAGE_UID_ATTRIBUTE = "xgooglemessageuid"
 _REQUIRED = ("id", "source", "type", "specversion")
 _OPTIONAL_STRINGS = ("subject", "datacontenttype", "dataschema")
 _RESERVED = {
     "data": "it names the event payload",
     MESSAGE_UID_ATTRIBUTE: "the bus assigns it on every publish",
+    GOOGLE_MESSAGE_UID_ATTRIBUTE: "the bus assigns it on every publish",
 }
 _NAME = re.compile(r"[a-z0-9]+\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -128,7 +134,8 @@ def to_binary_http(event: CloudEvent, message_uid: str) -> tuple[dict[str, str],
     """Headers and body of a CloudEvents HTTP binary-mode request carrying ``message_uid``.
 
     Attributes become percent-encoded ``ce-`` headers, ``datacontenttype`` becomes
-    ``content-type`` and ``message_uid`` travels as ``ce-messageuid``. Booleans are written in
+    ``content-type`` and ``message_uid`` travels as ``ce-messageuid`` and, the same value, as
+    ``ce-xgooglemessageuid`` (Eventarc Advanced's name). Booleans are written in
     their canonical CloudEvents form ``true``/``false``.
     """
     if not isinstance(message_uid, str) or not message_uid:
@@ -139,6 +146,7 @@ def to_binary_http(event: CloudEvent, message_uid: str) -> tuple[dict[str, str],
         for name, value in event.get_attributes().items()
     }
     attributes[MESSAGE_UID_ATTRIBUTE] = message_uid
+    attributes[GOOGLE_MESSAGE_UID_ATTRIBUTE] = message_uid
     message = to_binary(CloudEvent(attributes, event.get_data()), _FORMAT)
     return dict(message.headers), message.body
 

@@ -83,7 +83,7 @@ def test_bad_attribute_names_are_refused(name: str) -> None:
     assert repr(name) in str(caught.value)
 
 
-@pytest.mark.parametrize("name", ["data", "messageuid"])
+@pytest.mark.parametrize("name", ["data", "messageuid", "xgooglemessageuid"])
 def test_reserved_attribute_names_are_refused(name: str) -> None:
     with pytest.raises(InvalidArgument, match=f"{name!r} is reserved"):
         make_event(required(**{name: "v"}))
@@ -220,6 +220,7 @@ def test_binary_headers_are_exact() -> None:
         "ce-urgent": "true",
         "ce-priority": "3",
         "ce-messageuid": "uid-0001",
+        "ce-xgooglemessageuid": "uid-0001",
         "content-type": "application/json",
     }
     assert body == b'{"order": 42}'
@@ -229,7 +230,7 @@ def test_binary_bytes_body_without_content_type() -> None:
     event = make_event(required(), b"\x00\x01")
     headers, body = to_binary_http(event, "uid-2")
     assert "content-type" not in headers
-    assert headers["ce-messageuid"] == "uid-2"
+    assert headers["ce-messageuid"] == headers["ce-xgooglemessageuid"] == "uid-2"
     assert body == b"\x00\x01"
 
 
