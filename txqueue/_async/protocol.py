@@ -43,6 +43,9 @@ class AsyncDriverTransaction(Protocol):
     async def send(self, params: SendParams) -> None:
         """Insert a message; AlreadyExists when its key is taken."""
 
+    async def store_trace_context(self, params: SendParams, context: str) -> None:
+        """Keep the sender's W3C trace context with the message ``params`` just sent."""
+
     async def ack(self, params: AckParams) -> None:
         """Delete a message; NotFound when missing, FailedPrecondition when the token lost it."""
 

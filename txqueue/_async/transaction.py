@@ -12,6 +12,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from txqueue import telemetry
 from txqueue._async.protocol import AsyncDriverTransaction
 from txqueue.drivers.base import (
     WriteKind,
@@ -83,7 +84,16 @@ class AsyncTransaction:
         schema = await self._database._queue(queue, self._transaction.load_catalog)
         if deliver_time is None:
             deliver_time = self._database.now()  # a pinned clock decides "now" here too
-        await self._transaction.send(prepare_send(schema, key, payload, deliver_time))
+        params = prepare_send(schema, key, payload, deliver_time)
+        span = telemetry.start_send(schema.name, params.key, self._database.engine)
+        if span is None:
+            await self._transaction.send(params)
+            return
+        with telemetry.ending(span):
+            await self._transaction.send(params)
+            context = telemetry.sent_context(span)
+            if context is not None:  # only then: a message without a context costs nothing
+                await self._transaction.store_trace_context(params, context)
 
     async def ack(
         self,

@@ -13,6 +13,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from txqueue import telemetry
 from txqueue._sync.protocol import DriverTransaction
 from txqueue.drivers.base import (
     WriteKind,
@@ -78,7 +79,16 @@ class Transaction:
         schema = self._database._queue(queue, self._transaction.load_catalog)
         if deliver_time is None:
             deliver_time = self._database.now()  # a pinned clock decides "now" here too
-        self._transaction.send(prepare_send(schema, key, payload, deliver_time))
+        params = prepare_send(schema, key, payload, deliver_time)
+        span = telemetry.start_send(schema.name, params.key, self._database.engine)
+        if span is None:
+            self._transaction.send(params)
+            return
+        with telemetry.ending(span):
+            self._transaction.send(params)
+            context = telemetry.sent_context(span)
+            if context is not None:  # only then: a message without a context costs nothing
+                self._transaction.store_trace_context(params, context)
 
     def ack(
         self,

@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 import txqueue
+from txqueue import telemetry
 from txqueue._async._compat import done_within
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.schema import ColumnType
@@ -242,7 +243,8 @@ class AsyncDispatcher:
     async def _attempt(self, message: Message, slot: _Slot) -> None:
         """Make one attempt of one delivery and record it; never raises."""
         try:
-            await self._attempt_unguarded(message, slot)
+            with telemetry.consuming(message):  # in the publisher's trace, when tracing
+                await self._attempt_unguarded(message, slot)
         except Exception:  # a bug or an outage: the lease expires and the attempt is redone
             logger.exception(
                 "delivery %s failed unexpectedly; it will be retried", printable(message.key)
@@ -306,14 +308,22 @@ class AsyncDispatcher:
         assert self._deliverer is not None and self._http_threads is not None
         if pipeline.signing_secret is not None:
             headers = {**headers, **sign(pipeline.signing_secret, uid, int(time.time()), body)}
-        return await asyncio.get_running_loop().run_in_executor(
-            self._http_threads,
-            self._deliverer.deliver,
-            pipeline.destination.target,
-            headers,
-            body,
-            pipeline.allow_private,  # the choice recorded with the pipeline decides
+        span, headers = telemetry.start_delivery(
+            pipeline.name, pipeline.destination.target, headers
         )
+        attempt = None
+        try:
+            attempt = await asyncio.get_running_loop().run_in_executor(
+                self._http_threads,
+                self._deliverer.deliver,
+                pipeline.destination.target,
+                headers,
+                body,
+                pipeline.allow_private,  # the choice recorded with the pipeline decides
+            )
+            return attempt
+        finally:
+            telemetry.end_delivery(span, pipeline.name, attempt)
 
     def _forward(
         self, pipeline: Pipeline, event: CloudEvent, uid: str, delivery: Delivery

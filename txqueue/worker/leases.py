@@ -14,7 +14,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
+from txqueue import telemetry
 from txqueue.core.text import printable
 from txqueue.errors import TxqueueError
 from txqueue.models import LeaseRenewal, Message
@@ -43,6 +45,7 @@ class Lease:
         self.renew_at = now + self.duration / 2
         self.lost = False
         self.settled = False
+        self.span: Any = None  # the handler run's process span, when tracing
         self._listeners: list[Callable[[], None]] = []
 
     def on_lost(self, listener: Callable[[], None]) -> None:
@@ -146,6 +149,7 @@ class LeaseKeeper:
                 lease.token = renewal.new_token
                 lease.expires_at = now + lease.duration
                 lease.renew_at = now + lease.duration / 2
+                telemetry.lease_renewed(lease.span, self.queue, renewal.lease_expiration)
 
     def _drop(self, lease: Lease) -> None:
         self._leases.pop(id(lease), None)

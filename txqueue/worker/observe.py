@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from txqueue import telemetry
 from txqueue.core.text import printable
 from txqueue.errors import InvalidArgument
 from txqueue.models import QueueInfo
@@ -112,6 +113,7 @@ class Stats:
 
     def __init__(self, metrics: Metrics | None = None) -> None:
         self.metrics = metrics
+        self.otel = telemetry.worker_metrics()  # None unless an OpenTelemetry SDK is set up
         self.queues: dict[str, QueueStats] = {}
         self.concurrency = 0
         self.since = time.monotonic()
@@ -135,16 +137,22 @@ class Stats:
 
     def sent(self, queue: str, count: int = 1) -> None:
         self._queue(queue).sent += count
+        if self.otel:
+            self.otel.sent(queue, count)
         if self.metrics:
             self.metrics.send.labels(queue).inc(count)
 
     def lease_lost(self, queue: str) -> None:
         self._queue(queue).lease_lost += 1
+        if self.otel:
+            self.otel.lease_lost(queue)
         if self.metrics:
             self.metrics.expired.labels(queue).inc()
 
     def outcome(self, outcome: Outcome) -> None:
         self._queue(outcome.queue).outcomes[outcome.kind.value] += 1
+        if self.otel:
+            self.otel.outcome(outcome.queue, outcome.kind.value, outcome.duration)
         if self.metrics:
             self.metrics.outcomes.labels(outcome.queue, outcome.kind.value).inc()
             self.metrics.latency.labels(outcome.queue).observe(outcome.duration)
@@ -153,6 +161,8 @@ class Stats:
 
     def queue_info(self, info: QueueInfo) -> None:
         self._queue(info.name).info = info
+        if self.otel:
+            self.otel.queue_info(info)
         if self.metrics:
             self.metrics.ready.labels(info.name).set(info.ready)
             self.metrics.leased.labels(info.name).set(info.leased)
@@ -280,6 +290,7 @@ def configure_logging(format: str = "text", level: str | int = "INFO") -> None:
     if format not in ("text", "json"):
         raise InvalidArgument(f"log format must be 'text' or 'json', got {format!r}")
     handler = _StderrHandler()
+    handler.addFilter(telemetry.TraceIds())  # trace_id and span_id while a span is active
     handler.setFormatter(JsonFormatter() if format == "json" else TextFormatter())
     logger = logging.getLogger("txqueue")
     for old in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from txqueue import telemetry
 from txqueue.errors import FailedPrecondition, NotFound
 from txqueue.models import Message
 from txqueue.worker import context, scenarios
@@ -55,7 +56,25 @@ class Handling:
 
 
 async def process(handling: Handling, store: Store) -> Outcome:
-    """Handle one delivery to the end and say what happened to the message."""
+    """Handle one delivery to the end and say what happened to the message.
+
+    With OpenTelemetry tracing on, inside a ``process`` span (``txqueue.telemetry``).
+    """
+    span = telemetry.start_process(handling.message, store)
+    if span is None:
+        return await _process(handling, store)
+    handling.lease.span = span
+    try:
+        with telemetry.current(span):
+            outcome = await _process(handling, store)
+    except BaseException as error:
+        telemetry.abandoned(span, error)
+        raise
+    telemetry.settled(span, outcome)
+    return outcome
+
+
+async def _process(handling: Handling, store: Store) -> Outcome:
     spec, message = handling.spec, handling.message
     started, at = time.monotonic(), store.now()
 
@@ -225,6 +244,7 @@ async def _failed(
     store: Store,
     outcome: Make,
 ) -> Outcome:
+    telemetry.handler_failed(error)
     action = decide(error, message.delivery_count, spec.retry)
     text = action.error or repr(error)
     if action.kind is ActionKind.DEAD_LETTER:

@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, connect_async
 from txqueue._sync.database import connect
 from txqueue.core.text import printable
@@ -456,7 +457,8 @@ class Worker:
             self._waiting.discard(id(handling))
             self._tasks.pop(id(handling), None)
         if outcome is not None:
-            self._report(outcome)
+            with telemetry.current(handling.lease.span):  # the log line carries its trace id
+                self._report(outcome)
 
     def _writer(self, handling: Handling) -> contextlib.AbstractAsyncContextManager[Any]:
         """SQLite has one writer: its transactional handlers run one at a time per process

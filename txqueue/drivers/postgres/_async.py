@@ -54,6 +54,7 @@ from txqueue.drivers.postgres.connections import AsyncPooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
+    ADD_TRACE_COLUMNS,
     CATALOG,
     CHANNEL,
     DDL_LOCK,
@@ -230,6 +231,7 @@ class AsyncPostgresDriver:
                     for statement in CATALOG:
                         await connection.execute(statement)
                     await connection.execute(FORGET_COMMITS)
+                    await connection.execute(ADD_TRACE_COLUMNS)
                     recorded = await _recorded_dialect(connection)
         finally:
             await self.put(connection)

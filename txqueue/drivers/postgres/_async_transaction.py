@@ -201,6 +201,10 @@ class AsyncPostgresTransaction:
         if len(self._pending) >= _FLUSH_AT:
             await self._flush()
 
+    async def store_trace_context(self, params: SendParams, context: str) -> None:
+        statement = queue_statements(params.queue, self._driver.deliver_column).trace
+        await self._execute(statement, [context, *encoded_key(params.queue, params.key)])
+
     async def ack(self, params: AckParams) -> None:
         self._pending.append(params)
         if len(self._pending) >= _FLUSH_AT:

@@ -55,6 +55,7 @@ from txqueue.drivers.postgres.connections import PooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
+    ADD_TRACE_COLUMNS,
     CATALOG,
     CHANNEL,
     DDL_LOCK,
@@ -231,6 +232,7 @@ class PostgresDriver:
                     for statement in CATALOG:
                         connection.execute(statement)
                     connection.execute(FORGET_COMMITS)
+                    connection.execute(ADD_TRACE_COLUMNS)
                     recorded = _recorded_dialect(connection)
         finally:
             self.put(connection)

@@ -200,6 +200,10 @@ class PostgresTransaction:
         if len(self._pending) >= _FLUSH_AT:
             self._flush()
 
+    def store_trace_context(self, params: SendParams, context: str) -> None:
+        statement = queue_statements(params.queue, self._driver.deliver_column).trace
+        self._execute(statement, [context, *encoded_key(params.queue, params.key)])
+
     def ack(self, params: AckParams) -> None:
         self._pending.append(params)
         if len(self._pending) >= _FLUSH_AT:

@@ -32,6 +32,7 @@ from txqueue.errors import (
     Unavailable,
 )
 from txqueue.models import Message, new_message
+from txqueue.telemetry import remember
 
 __all__ = [
     "checked_token_parts",
@@ -271,6 +272,8 @@ def messages_from_rows(table: Table, rows: list[tuple[Any, ...]]) -> list[Messag
                 row[width + 3],
             )
         )
+        if row[width + 5] is not None:
+            remember(messages[-1].lease_token, row[width + 5])
     messages.sort(key=_deliver_time)
     return messages
 

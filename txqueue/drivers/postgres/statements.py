@@ -32,6 +32,18 @@ __all__ = [
     "with_commit_marker",
 ]
 
+#: The hidden column holding the W3C trace context of the send (NULL for plain SQL).
+TRACE_CONTEXT = "_txq_trace_context"
+#: Gives queues created before that column existed the column (run by every connect).
+ADD_TRACE_COLUMNS = (
+    "DO $$DECLARE queue regclass; BEGIN FOR queue IN SELECT c.oid::regclass"
+    " FROM txqueue_objects AS o JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(o.name))"
+    " WHERE o.kind = 'queue' AND NOT EXISTS (SELECT 1 FROM pg_attribute AS a"
+    f" WHERE a.attrelid = c.oid AND a.attname = '{TRACE_CONTEXT}' AND NOT a.attisdropped)"
+    " LOOP EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS"
+    f" {TRACE_CONTEXT} text', queue); END LOOP; END$$"
+)
+
 #: The LISTEN/NOTIFY channel; the payload is the queue's name.
 CHANNEL = "txqueue"
 #: Serialises catalog creation and DDL between processes (never on the message path).
@@ -175,6 +187,7 @@ def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[
             "_txq_last_error text",
             "_txq_first_failure timestamptz",
             "_txq_last_failure timestamptz",
+            f"{TRACE_CONTEXT} text",
         ]
     parts.append(f"PRIMARY KEY ({', '.join(ident(k) for k in table.primary_key)})")
     if parent is not None:
@@ -283,6 +296,7 @@ class QueueStatements:
     ack_one_leased_refusing: str
     lease_held: str
     analyze: str
+    trace: str
 
 
 @lru_cache(maxsize=512)
@@ -386,7 +400,8 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " _txq_lease_expiration = lease.expiration,"
             " _txq_delivery_count = q._txq_delivery_count + 1"
             " FROM lease, token WHERE q.ctid = ANY(ARRAY(SELECT location FROM ready))"
-            f" RETURNING {returned}, q._txq_lease_token, q._txq_delivery_count, q.ctid"
+            f" RETURNING {returned}, q._txq_lease_token, q._txq_delivery_count, q.ctid,"
+            f" q.{TRACE_CONTEXT}"
         )
 
     return QueueStatements(
@@ -458,6 +473,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         ),
         lease_held=f"SELECT 1 FROM {name} AS q WHERE {lease_match}",
         analyze=f"ANALYZE (SKIP_LOCKED) {name}",
+        trace=f"UPDATE {name} SET {TRACE_CONTEXT} = %s WHERE {key_match}",
         dead_letter=(
             f"WITH clock AS (SELECT coalesce(%s::timestamptz, clock_timestamp()) AS now)"
             f" DELETE FROM {name} AS q USING clock WHERE {key_match}"

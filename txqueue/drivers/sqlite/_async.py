@@ -121,6 +121,9 @@ class AsyncSqliteTransaction:
         if len(self._pending) >= FLUSH_AT:
             await self._call(_nothing)
 
+    async def store_trace_context(self, params: SendParams, context: str) -> None:
+        await self._call(engine.store_trace_context, params, self._driver.deliver_column, context)
+
     async def ack(self, params: AckParams) -> None:
         """Buffered, like a Spanner mutation: applied with the next statement or at commit."""
         self._pending.append(params)

@@ -122,6 +122,9 @@ class SqliteTransaction:
         if len(self._pending) >= FLUSH_AT:
             self._call(_nothing)
 
+    def store_trace_context(self, params: SendParams, context: str) -> None:
+        self._call(engine.store_trace_context, params, self._driver.deliver_column, context)
+
     def ack(self, params: AckParams) -> None:
         """Buffered, like a Spanner mutation: applied with the next statement or at commit."""
         self._pending.append(params)

@@ -19,7 +19,13 @@ from txqueue.core.schema import (
     check_dialect,
 )
 from txqueue.drivers.sqlite.engine import map_errors
-from txqueue.drivers.sqlite.statements import CATALOG, create_index, create_table, quote
+from txqueue.drivers.sqlite.statements import (
+    CATALOG,
+    TRACE_CONTEXT,
+    create_index,
+    create_table,
+    quote,
+)
 
 __all__ = ["apply_ddl", "initialize", "load_catalog"]
 
@@ -36,6 +42,7 @@ def initialize(connection: sqlite3.Connection, dialect: Dialect | None) -> Diale
             for statement in CATALOG:
                 connection.execute(statement)
             recorded = _recorded(connection)
+            add_trace_columns(connection)
             connection.execute("COMMIT")
         except BaseException:
             connection.execute("ROLLBACK")
@@ -66,6 +73,20 @@ def _record(connection: sqlite3.Connection, dialect: Dialect) -> None:
         )
     else:
         check_dialect(dialect, recorded)
+
+
+def add_trace_columns(connection: sqlite3.Connection) -> None:
+    """Give queues created before the trace-context column was added that column (NULL:
+    no context), so that a database made by an older txqueue keeps working."""
+    missing = connection.execute(
+        "SELECT o.name FROM txqueue_objects AS o WHERE o.kind = 'queue'"
+        " AND EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = o.name"
+        " COLLATE NOCASE)"
+        " AND NOT EXISTS (SELECT 1 FROM pragma_table_info(o.name) WHERE name = ?)",
+        (TRACE_CONTEXT,),
+    ).fetchall()
+    for (name,) in missing:
+        connection.execute(f"ALTER TABLE {quote(name)} ADD COLUMN {TRACE_CONTEXT} TEXT")
 
 
 def load_catalog(connection: sqlite3.Connection) -> tuple[dict[str, Table], dict[str, Index]]:

@@ -43,6 +43,7 @@ from txqueue.errors import (
     Unavailable,
 )
 from txqueue.models import Message, ResultSet, new_message
+from txqueue.telemetry import remember
 
 __all__ = [
     "connect",
@@ -237,6 +238,8 @@ def messages_from_rows(table: Table, rows: Sequence[Sequence[Any]]) -> list[Mess
                 row[width + 4],
             )
         )
+        if row[width + 5] is not None:
+            remember(row[width + 3], row[width + 5])
     return messages
 
 
@@ -279,6 +282,14 @@ def send(connection: sqlite3.Connection, params: SendParams, deliver_column: str
         cursor = connection.execute(statements.send, send_row(params))
     if cursor.rowcount == 0:
         raise key_taken(params.queue, params.key)
+
+
+def store_trace_context(
+    connection: sqlite3.Connection, params: SendParams, deliver_column: str, context: str
+) -> None:
+    """Keep the sender's trace context with a message just sent (in the same transaction)."""
+    statements = queue_statements(params.queue, deliver_column)
+    connection.execute(statements.trace, [context, *encode_key(params.queue, params.key)])
 
 
 def ack(connection: sqlite3.Connection, params: AckParams, deliver_column: str) -> None:

@@ -15,6 +15,9 @@ from txqueue.core.schema import Column, ColumnType, Index, Table
 
 __all__ = ["NOW_MICROS", "QueueStatements", "create_index", "create_table", "quote"]
 
+#: The hidden column holding the W3C trace context of the send (NULL for plain SQL).
+TRACE_CONTEXT = "_txq_trace_context"
+
 #: SQLite's clock in µs since the epoch (millisecond resolution), for column defaults.
 NOW_MICROS = "(CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))"
 
@@ -68,6 +71,7 @@ def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[
             "_txq_last_error TEXT",
             "_txq_first_failure INTEGER",
             "_txq_last_failure INTEGER",
+            f"{TRACE_CONTEXT} TEXT",
         ]
     parts.append(f"PRIMARY KEY ({', '.join(quote(k) for k in table.primary_key)})")
     if parent is not None:
@@ -112,6 +116,7 @@ class QueueStatements:
     exists: str
     counts: str
     dead_letter: str
+    trace: str
 
 
 @lru_cache(maxsize=512)
@@ -137,7 +142,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f" WHERE rowid IN (SELECT rowid FROM {name} WHERE {ready} <= :now"
             f" ORDER BY {ready} LIMIT :limit)"
             f" RETURNING {returning}, _txq_lease_expiration, _txq_lease_token,"
-            " _txq_delivery_count"
+            f" _txq_delivery_count, {TRACE_CONTEXT}"
         ),
         next_ready=f"SELECT min({ready}) FROM {name}",
         renew=(
@@ -171,6 +176,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " OR _txq_lease_token = ? AND _txq_lease_expiration > ?)"
         ),
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
+        trace=f"UPDATE {name} SET {TRACE_CONTEXT} = ? WHERE {key_match}",
         dead_letter=(
             f"DELETE FROM {name} WHERE {key_match}"
             " AND _txq_lease_token = ? AND _txq_lease_expiration > ?"

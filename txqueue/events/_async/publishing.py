@@ -6,6 +6,7 @@ Written by hand; ``txqueue/events/_sync/publishing.py`` is generated from this f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 import weakref
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from txqueue import telemetry
 from txqueue._async._compat import Lock
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.errors import InvalidArgument, NotFound
@@ -101,9 +103,11 @@ class AsyncPublisher:
         check_resource_name(bus, "bus")
         if not await self._exists():
             raise NotFound(f"bus {bus!r} does not exist")
-        if txn is not None:
-            return await self.publish_checked(txn, bus, checked)
-        return await self.database.run_in_transaction(self.publish_checked, bus, checked)
+        span = telemetry.start_publish(bus, checked)
+        with telemetry.ending(span) if span is not None else contextlib.nullcontext():
+            if txn is not None:
+                return await self.publish_checked(txn, bus, checked)
+            return await self.database.run_in_transaction(self.publish_checked, bus, checked)
 
     async def publish_checked(
         self,

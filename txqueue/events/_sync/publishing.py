@@ -7,6 +7,7 @@ Written by hand; ``txqueue/events/_sync/publishing.py`` is generated from this f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 import weakref
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from txqueue import telemetry
 from txqueue._sync._compat import Lock
 from txqueue._sync.database import Database, Transaction
 from txqueue.errors import InvalidArgument, NotFound
@@ -102,9 +104,11 @@ class Publisher:
         check_resource_name(bus, "bus")
         if not self._exists():
             raise NotFound(f"bus {bus!r} does not exist")
-        if txn is not None:
-            return self.publish_checked(txn, bus, checked)
-        return self.database.run_in_transaction(self.publish_checked, bus, checked)
+        span = telemetry.start_publish(bus, checked)
+        with telemetry.ending(span) if span is not None else contextlib.nullcontext():
+            if txn is not None:
+                return self.publish_checked(txn, bus, checked)
+            return self.database.run_in_transaction(self.publish_checked, bus, checked)
 
     def publish_checked(
         self,
