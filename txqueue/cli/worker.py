@@ -32,6 +32,8 @@ def load_app(reference: str) -> App:
         raise click.BadParameter(
             f"cannot import {module_name!r}: {error}", param_hint="APP"
         ) from error
+    except TxqueueError as error:  # e.g. a handler whose signature App.handler refuses
+        raise failure(error) from error
     for part in attribute.split("."):
         try:
             found = getattr(found, part)
@@ -88,6 +90,12 @@ def load_app(reference: str) -> App:
     help="Serve Prometheus metrics on this port (needs prometheus-client).",
 )
 @click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address the metrics port listens on (0.0.0.0: every interface).",
+)
+@click.option(
     "--status/--no-status",
     default=None,
     help="Live status line (default: on when stdout is a terminal).",
@@ -104,6 +112,7 @@ def worker(
     log_format: str,
     log_level: str,
     metrics_port: int | None,
+    metrics_host: str,
     status: bool | None,
 ) -> None:
     """Run the handlers of APP (module:attribute, a txqueue.App) until SIGINT/SIGTERM.
@@ -119,7 +128,13 @@ def worker(
     )
     stats = Stats(Metrics() if metrics_port is not None else None)
     if metrics_port is not None and stats.metrics is not None:
-        stats.metrics.serve(metrics_port)
+        try:
+            stats.metrics.serve(metrics_port, metrics_host)
+        except OSError as error:
+            raise click.BadParameter(
+                f"cannot listen on {metrics_host}:{metrics_port}: {error.strerror or error}",
+                param_hint="--metrics-host/--metrics-port",
+            ) from error
     line = StatusLine(stats) if (sys.stdout.isatty() if status is None else status) else None
     if line is not None:
         line.start()

@@ -83,8 +83,9 @@ class Metrics:
             registry=registry,
         )
 
-    def serve(self, port: int, address: str = "0.0.0.0") -> None:
-        """Expose ``/metrics`` over HTTP on ``port`` (a daemon thread)."""
+    def serve(self, port: int, address: str = "127.0.0.1") -> None:
+        """Expose ``/metrics`` over HTTP on ``address:port`` (a daemon thread); only this
+        host reaches it unless ``address`` says otherwise (``0.0.0.0``: every interface)."""
         import prometheus_client as prometheus
 
         prometheus.start_http_server(port, addr=address, registry=self.registry)

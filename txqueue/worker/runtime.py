@@ -199,7 +199,7 @@ class Worker:
         self._store = store
         self._one_writer = asyncio.Lock() if database.engine == "sqlite" else None
         background: list[asyncio.Task[Any]] = []
-        frozen = False
+        frozen = started = False
         try:
             queues = await self._prepare(database, store)
             acks.start()
@@ -220,6 +220,7 @@ class Worker:
                     "pid": os.getpid(),
                 },
             )
+            started = True
             self.stats.started(queues=[q.spec.queue for q in queues], concurrency=self.concurrency)
             await self._stopping.wait()
             await asyncio.gather(*loops, return_exceptions=True)
@@ -234,7 +235,8 @@ class Worker:
             if not self._abandoned_in_transaction:  # else its thread still uses that pool
                 await asyncio.to_thread(store.close_sync)
             await database.close()
-            log.info("worker stopped", extra={"pid": os.getpid()})
+            if started:  # a worker that never started (a queue missing) did not stop either
+                log.info("worker stopped", extra={"pid": os.getpid()})
 
     async def _prepare(self, database: AsyncDatabase, store: AsyncStore) -> list[_Queue]:
         queues = []

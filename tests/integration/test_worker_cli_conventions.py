@@ -1,0 +1,104 @@
+"""``txqueue worker`` as a command-line user expects: a handler-signature error is one line,
+a worker whose queue is missing never says it stopped, the metrics port listens on
+127.0.0.1 unless ``--metrics-host`` says otherwise."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import txqueue
+
+QUEUE = "CREATE QUEUE Mail (Id STRING(MAX) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
+
+
+def _app(directory: Path, name: str, body: str) -> None:
+    (directory / f"{name}.py").write_text("import txqueue\napp = txqueue.App()\n\n" + body)
+
+
+def _worker(directory: Path, *args: str) -> subprocess.Popen[str]:
+    path = os.pathsep.join(filter(None, [str(directory), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": path}
+    command = [sys.executable, "-m", "txqueue.cli.main", "worker", *args, "--no-status"]
+    return subprocess.Popen(
+        command, cwd=directory, env=environment, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _database(directory: Path) -> str:
+    url = f"sqlite:///{directory}/worker.db"
+    with txqueue.connect(url) as db:
+        db.update_ddl([QUEUE])
+    return url
+
+
+def test_a_handler_signature_error_is_one_line(tmp_path: Path) -> None:
+    _app(tmp_path, "bad", '@app.handler("Mail")\ndef handle(a, b, c):\n    pass\n')
+    worker = _worker(tmp_path, "bad:app", "--database", _database(tmp_path))
+    _, errors = worker.communicate(timeout=60)
+    assert worker.returncode == 1, errors
+    assert "Traceback" not in errors
+    assert errors.strip().splitlines() == [
+        "Error: InvalidArgument: handler 'handle' must accept (message)"
+    ]
+
+
+def test_a_worker_whose_queue_is_missing_does_not_log_stopped(tmp_path: Path) -> None:
+    _app(tmp_path, "missing", '@app.handler("Nope")\ndef handle(message):\n    pass\n')
+    worker = _worker(tmp_path, "missing:app", "--database", _database(tmp_path))
+    _, errors = worker.communicate(timeout=60)
+    assert worker.returncode == 1, errors
+    assert "'Nope', which does not exist" in errors
+    assert "stopped" not in errors and "started" not in errors
+
+
+def _listening(port: int) -> list[str]:
+    """The local addresses (hex, as /proc/net/tcp writes them) listening on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if int(hex_port, 16) == port and state == "0A":  # LISTEN
+                found.append(address)
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_metrics_port_listens_on_loopback_by_default(tmp_path: Path) -> None:
+    _app(tmp_path, "good", '@app.handler("Mail")\ndef handle(message):\n    pass\n')
+    port = _free_port()
+    url = _database(tmp_path)
+    worker = _worker(tmp_path, "good:app", "--database", url, "--metrics-port", str(port))
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening(port) and time.monotonic() < deadline:
+            assert worker.poll() is None, worker.communicate()[1]
+            time.sleep(0.05)
+        assert _listening(port) == ["0100007F"]  # 127.0.0.1, not 0.0.0.0
+    finally:
+        worker.send_signal(signal.SIGINT)
+        _, errors = worker.communicate(timeout=30)
+    assert worker.returncode == 0, errors
+
+
+def test_metrics_host_is_a_worker_option() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "txqueue.cli.main", "worker", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "--metrics-host" in done.stdout and "127.0.0.1" in done.stdout
