@@ -219,3 +219,35 @@ def test_a_dead_letter_or_release_whose_error_text_no_engine_stores_is_invalid_a
         env.db.dead_letter(env.tasks, held.key, "\ud800", "failed")
     assert _counts(env) == (0, 1, 0)
     assert env.db.dead_letters(env.tasks) == []
+
+
+def test_a_bus_retention_past_the_maximum_is_refused_and_the_event_layer_keeps_working(
+    env: Env,
+) -> None:
+    """A retention the archive's "now - retention" cannot take used to be stored, and every
+    later read of the configuration (list, publish, purge) failed with an OverflowError."""
+    events = txqueue.Events(env.db)
+    for retention in (timedelta.max, MAX_DURATION + seconds(1)):
+        with pytest.raises(InvalidArgument, match="retention must be at most 36500 days"):
+            events.create_bus("orders", retention=retention)
+    events.create_bus("orders", retention=MAX_DURATION)
+    with pytest.raises(InvalidArgument, match="retention must be at most 36500 days"):
+        events.update_bus("orders", retention=timedelta.max)
+    assert [bus.retention for bus in events.list_buses()] == [MAX_DURATION]
+    assert events.purge() == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("attempt_timeout", timedelta.max),
+        ("attempt_timeout", MAX_DURATION),
+        ("purge_interval", timedelta(days=900_000)),
+        ("config_refresh", timedelta(days=-1)),
+    ],
+)
+def test_a_dispatcher_duration_past_the_maximum_is_invalid_argument(
+    env: Env, option: str, value: timedelta
+) -> None:
+    with pytest.raises(InvalidArgument, match=option):
+        txqueue.AsyncDispatcher(env.db, **{option: value})  # type: ignore[arg-type]

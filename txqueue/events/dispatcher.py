@@ -35,6 +35,7 @@ import txqueue
 from txqueue import telemetry
 from txqueue._async._compat import done_within
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
+from txqueue.core.durations import MAX_DURATION, to_duration
 from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
 from txqueue.errors import (
@@ -138,10 +139,17 @@ class AsyncDispatcher:
         self.database = database
         self.events = AsyncEvents(database)
         self.concurrency = concurrency
-        self.attempt_timeout = attempt_timeout
-        self.lease = attempt_timeout * 2 + timedelta(seconds=5)
-        self.config_refresh = config_refresh.total_seconds()
-        self.purge_interval = purge_interval
+        self.attempt_timeout = to_duration(attempt_timeout, "attempt_timeout")
+        longest = (MAX_DURATION - timedelta(seconds=5)) / 2  # its lease is twice it plus 5 s
+        if self.attempt_timeout > longest:
+            raise InvalidArgument(
+                f"attempt_timeout must be at most {longest}, got {self.attempt_timeout}"
+            )
+        self.lease = self.attempt_timeout * 2 + timedelta(seconds=5)
+        self.config_refresh = to_duration(config_refresh, "config_refresh").total_seconds()
+        self.purge_interval = (
+            None if purge_interval is None else to_duration(purge_interval, "purge_interval")
+        )
         self.stats = DispatcherStats()
         self._stopping = asyncio.Event()
         self._catalog: Catalog | None = None

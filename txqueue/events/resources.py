@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from txqueue.core.durations import to_duration
 from txqueue.core.retry import RetryPolicy
 from txqueue.errors import InvalidArgument
 from txqueue.events.destinations import check_destination, private_allowed
@@ -126,6 +127,8 @@ class Bus:
             not isinstance(self.retention, timedelta) or self.retention <= timedelta(0)
         ):
             raise InvalidArgument("retention must be a positive datetime.timedelta or None")
+        if self.retention is not None:  # at most 100 years: "now - retention" is a time
+            to_duration(self.retention, "retention")
 
 
 @dataclass(frozen=True)
