@@ -62,6 +62,9 @@ def test_bench_runs_every_workload_on_both_systems(database_url: str, tmp_path: 
                 assert run["after_commit_p99_ms"] >= run["after_commit_p50_ms"] > 0, run
                 assert run["commit_p99_ms"] > 0, run
     assert "txqueue / raw" in result.output
+    # Progress while it runs: stderr is no terminal here, so a line as each measurement starts.
+    steps = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    assert steps[0] == "[1/12] send 1/txn: raw" and steps[-1].startswith("[12/12] latency")
 
 
 def test_each_section_starts_from_an_empty_queue_as_the_baseline_does(database_url: str) -> None:

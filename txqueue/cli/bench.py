@@ -86,14 +86,13 @@ def bench(
         limit = ceiling(endpoint, max(messages, 500), concurrency)
         report["endpoint"] = {"ceiling": round(limit, 1), "concurrency": concurrency}
         console.print(f"HTTP endpoint: {limit:,.0f} POST/s from a bare httpx loop of {concurrency}")
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("benchmarking", total=len(plan) * 2 * repeats)
+    with _Steps(len(plan) * 2 * repeats) as progress:
         for label, spec in plan:
             for attempt in range(repeats):
                 # The two systems alternate, each first in every other round, so that a slow
                 # spell of a shared machine (a disk stalling on fsync) weighs on both.
                 for system in _SYSTEMS if attempt % 2 == 0 else _SYSTEMS[::-1]:
-                    progress.update(task, description=f"{label}: {system}")
+                    progress.start(f"{label}: {system}")
                     if endpoint is not None:
                         run = event_workloads.run(
                             system, database, endpoint, messages, rate, batch, spec
@@ -101,7 +100,7 @@ def bench(
                     else:
                         run = _run(system, database, messages, rate, workers, spec, keys)
                     results.setdefault(label, {}).setdefault(system, []).append(run)
-                    progress.advance(task)
+                    progress.advance()
     if endpoint is not None:
         endpoint.close()
     console.print(_table(results, database))
@@ -109,6 +108,38 @@ def bench(
         report["results"] = results
         output.write_text(json.dumps(report, indent=1))
         console.print(f"wrote {output}")
+
+
+class _Steps:
+    """Progress while the measurements run, on stderr: rich's bar when stderr is a terminal,
+    else one line as each measurement starts (a log, a CI job)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.console = Console(stderr=True)
+        self.bar = Progress(console=self.console, transient=True)
+        self.task = self.bar.add_task("benchmarking", total=total)
+        self.live = self.console.is_terminal
+
+    def __enter__(self) -> _Steps:
+        if self.live:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.bar.stop()
+
+    def start(self, description: str) -> None:
+        if self.live:
+            self.bar.update(self.task, description=description)
+        else:
+            click.echo(f"[{self.done + 1}/{self.total}] {description}", err=True)
+
+    def advance(self) -> None:
+        self.done += 1
+        self.bar.advance(self.task)
 
 
 def _run(

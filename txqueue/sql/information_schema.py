@@ -322,4 +322,5 @@ QUEUE_STATE_COLUMNS = (
     ("_txq_last_error", "STRING", "a dead letter's reason"),
     ("_txq_first_failure", "TIMESTAMP", "a dead letter's first failure"),
     ("_txq_last_failure", "TIMESTAMP", "a dead letter's last failure"),
+    ("_txq_trace_context", "STRING", "the sender's W3C trace context, when traced"),
 )
