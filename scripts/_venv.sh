@@ -31,10 +31,15 @@ txq_ensure_venv() {
         "$python" -m venv "$venv"
     fi
     if [[ ! -f "$venv/.installed" || "$TXQ_ROOT/pyproject.toml" -nt "$venv/.installed" ]]; then
-        echo "scripts/_venv.sh: pip install -e \".[dev]\" into $venv" >&2
+        echo "scripts/_venv.sh: pip install -e \".[dev]\" into $venv (the first time takes a" \
+            "minute or two; pip says what it collects and installs)" >&2
         rm -f "$venv/.installed"
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+        # pip's own lines (one per package collected, then the install) show the progress; on
+        # stderr, so that what the script runs keeps stdout to itself.
+        "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
+            -e ".[dev]" >&2
         touch "$venv/.installed"
+        echo "scripts/_venv.sh: installed" >&2
     fi
 }
 

@@ -17,8 +17,10 @@ from datetime import timedelta
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 import txqueue
+from txqueue.core.url import parse_url
 
 SCHEMA = [
     "CREATE TABLE Users (UserId INT64 NOT NULL, UserName STRING(MAX), Email STRING(MAX))"
@@ -70,6 +72,13 @@ def demo(database: str | None, worker_only: bool) -> None:
             users = snapshot.execute_sql("SELECT COUNT(*) FROM Users").one()[0]
             left = snapshot.execute_sql("SELECT COUNT(*) FROM UserTasks").one()[0]
         console.print(f"done: {users} users, {left} messages left in UserTasks")
+    console.print(
+        f"the database is left at [cyan]{escape(os.path.abspath(parse_url(url).target))}[/];"
+        " look inside with\n"
+        f"  txqueue sql --database {escape(url)} 'SELECT * FROM Users'\n"
+        f"  txqueue queues --database {escape(url)}",
+        soft_wrap=True,  # whole lines, to copy and paste
+    )
 
 
 def _sign_up_then_fail(transaction: txqueue.Transaction) -> None:
