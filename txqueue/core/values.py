@@ -17,6 +17,7 @@ from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.errors import InvalidArgument
 
 __all__ = [
+    "MAX_CELL_BYTES",
     "MAX_JSON_NESTING",
     "check_count",
     "check_key",
@@ -30,6 +31,9 @@ __all__ = [
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Spanner's JSON nests at most 80 levels of arrays and objects; so does txqueue's, everywhere.
 MAX_JSON_NESTING = 80
+#: Spanner's limit on one cell (a column's value in a row; an array is one cell): 10 MiB. Every
+#: engine refuses more, so what runs here runs on Spanner.
+MAX_CELL_BYTES = 10 * 1024 * 1024
 
 
 def check_value(column: Column, value: Any, field: str) -> Any:
@@ -43,7 +47,9 @@ def check_value(column: Column, value: Any, field: str) -> Any:
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
             raise InvalidArgument(f"{named} must be a list")
         element = Column(column.name, column.type, True, column.length)
-        return [check_value(element, item, f"{field}[{i}]") for i, item in enumerate(value)]
+        items = [check_value(element, item, f"{field}[{i}]") for i, item in enumerate(value)]
+        check_cell_size(sum(map(_cell_size, items)), named)
+        return items
     kind = column.type
     if kind is ColumnType.INT64:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -67,6 +73,8 @@ def check_value(column: Column, value: Any, field: str) -> Any:
                 f"{named} is not valid Unicode: it holds a lone surrogate "
                 "(STRING values are UTF-8 text)"
             )
+        if len(value) > MAX_CELL_BYTES // 4:  # else within the limit whatever its characters
+            check_cell_size(_cell_size(value), named)
         if column.length is not None and len(value) > column.length:
             raise InvalidArgument(f"{named} is longer than STRING({column.length}): {len(value)}")
         return value
@@ -74,6 +82,7 @@ def check_value(column: Column, value: Any, field: str) -> Any:
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise InvalidArgument(f"{named} must be bytes (BYTES)")
         value = bytes(value)
+        check_cell_size(len(value), named)
         if column.length is not None and len(value) > column.length:
             raise InvalidArgument(f"{named} is longer than BYTES({column.length}): {len(value)}")
         return value
@@ -88,7 +97,7 @@ def check_value(column: Column, value: Any, field: str) -> Any:
             raise InvalidArgument(f"{named} must be a Decimal or int (NUMERIC)")
         return decimal.Decimal(value)
     if kind is ColumnType.JSON:
-        json_text(value, f"{named}")
+        check_cell_size(_cell_size(json_text(value, f"{named}")), named)
         return value
     raise InvalidArgument(f"{named} has unsupported type {kind}")
 
@@ -131,6 +140,26 @@ def _nesting(value: object) -> int:
             return deepest
         pending.extend((child, depth + 1) for child in children)
     return deepest
+
+
+def check_cell_size(size: int, named: str) -> None:
+    """Refuse a value of ``size`` bytes over Spanner's cell limit (`MAX_CELL_BYTES`)."""
+    if size > MAX_CELL_BYTES:
+        raise InvalidArgument(
+            f"{named} is {size} bytes, over Spanner's cell limit of 10 MiB ({MAX_CELL_BYTES} bytes)"
+        )
+
+
+def _cell_size(value: object) -> int:
+    """The bytes a checked value takes in a cell: UTF-8 for text, else its length (0 for
+    numbers, dates and the like, which are small)."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode())
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, (dict, list)):
+        return _cell_size(json.dumps(value, ensure_ascii=False))
+    return 0
 
 
 def check_text(value: object, field: str) -> str:
@@ -203,6 +232,10 @@ _PLAIN: dict[ColumnType, type] = {
 }
 
 
+#: Lengths of str and bytes within the cell limit whatever they hold (a character: 4 bytes at most).
+_PLAIN_SIZE: dict[type, int] = {str: MAX_CELL_BYTES // 4, bytes: MAX_CELL_BYTES}
+
+
 def _plainly_valid(column: Column, value: Any) -> bool:
     """True when ``value`` needs no checking beyond its exact type (fast path for keys)."""
     expected = _PLAIN.get(column.type)
@@ -213,6 +246,8 @@ def _plainly_valid(column: Column, value: Any) -> bool:
         return bool(_INT64_MIN <= checked <= _INT64_MAX)
     if expected is str and not _encodable(checked):
         return False
+    if len(checked) > _PLAIN_SIZE[expected]:
+        return False  # near the cell limit: checked in full
     return column.length is None or len(checked) <= column.length
 
 
