@@ -30,7 +30,7 @@ import txqueue
 from txqueue.cli.main import main
 from txqueue.errors import TxqueueError
 
-from .support import Env, Names
+from .support import Env, Names, is_postgres
 
 settings.register_profile(
     "adversarial",
@@ -157,9 +157,13 @@ def state(env: Env) -> Any:
     return env.user_rows(), rows, counts
 
 
+def count(env: Env, name: str) -> None:
+    EXAMPLES[f"{name} [{'postgres' if is_postgres(env.url) else 'sqlite'}]"] += 1
+
+
 def attempt(env: Env, name: str, call: Callable[[], Any]) -> None:
     """Run ``call``: success, or a txqueue error with ``state`` unchanged; anything else fails."""
-    EXAMPLES[name] += 1
+    count(env, name)
     before = state(env)
     try:
         call()
@@ -176,7 +180,7 @@ def leased(env: Env) -> txqueue.Message | None:
     got = env.db.receive_now(env.tasks)
     if not got:
         with env.db.batch() as batch:
-            batch.send(env.tasks, (2, f"m{EXAMPLES.total()}"), b"p")
+            batch.send(env.tasks, (2, f"m{sum(EXAMPLES.values())}"), b"p")
         got = env.db.receive_now(env.tasks)
     return got[0] if got else None
 
@@ -313,6 +317,8 @@ STATEMENTS = st.sampled_from(
         "UPDATE users SET username = {p} WHERE userid = 1000",
         "INSERT INTO users (userid, username) VALUES (3, {p})",
         "DELETE FROM usertasks WHERE messageid = {p} AND userid > 100",
+        "SELECT * FROM {receive}(max_duration=>{p})",
+        "SELECT * FROM {receive}(max_duration=>'0.01s', max_batch_size=>{p})",
     ]
 )
 
@@ -323,16 +329,20 @@ def test_execute_sql_and_update_raise_only_txqueue_errors(
     pinned: Env, statement: str, value: Any, update: bool
 ) -> None:
     if pinned.dialect == "googlesql":
-        sql, params = statement.format(p="@p"), {"p": value}
+        sql = statement.format(p="@p", receive="RECEIVE_usertasks")
+        params: Any = {"p": value}
     else:
-        sql, params = statement.format(p="$1"), [value]
+        sql = statement.format(p="$1", receive="spanner.receive_usertasks")
+        sql, params = sql.replace("=>", " => "), [value]
 
     def run() -> None:
         if update:
             pinned.db.run_in_transaction(lambda txn: txn.execute_update(sql, params))
         else:
             with pinned.db.snapshot() as snapshot:
-                list(snapshot.execute_sql(sql, params))
+                result = snapshot.execute_sql(sql, params)
+                if "receive" not in sql.lower():  # a RECEIVE's arguments are checked by now;
+                    list(result)  # reading it could wait for as long as its max_duration
 
     attempt(pinned, "execute_sql/update", run)
     pinned.db.run_in_transaction(
@@ -365,7 +375,10 @@ EVENT_FIELDS = st.fixed_dictionaries(
     ),
     max_attempts=st.one_of(st.none(), INTS),
     delay=st.one_of(st.none(), DURATIONS),
-    operation=st.sampled_from(["publish", "create_pipeline", "update_pipeline"]),
+    retention=st.one_of(st.none(), DURATIONS),
+    operation=st.sampled_from(
+        ["publish", "create_pipeline", "update_pipeline", "create_bus", "update_bus"]
+    ),
 )
 def test_event_layer_raises_only_txqueue_errors_and_writes_nothing_on_error(
     pinned: Env,
@@ -374,6 +387,7 @@ def test_event_layer_raises_only_txqueue_errors_and_writes_nothing_on_error(
     destination: Any,
     max_attempts: Any,
     delay: Any,
+    retention: Any,
     operation: str,
 ) -> None:
     events = txqueue.Events(pinned.db)
@@ -381,7 +395,9 @@ def test_event_layer_raises_only_txqueue_errors_and_writes_nothing_on_error(
         events.create_bus("orders")
 
     def configuration() -> Any:
-        return [(p.name, str(p.destination), p.retry) for p in events.list_pipelines()]
+        buses = [(bus.name, bus.archive, bus.retention) for bus in events.list_buses()]
+        pipelines = [(p.name, str(p.destination), p.retry) for p in events.list_pipelines()]
+        return buses, pipelines
 
     before = configuration(), len(events.messages())
 
@@ -390,12 +406,17 @@ def test_event_layer_raises_only_txqueue_errors_and_writes_nothing_on_error(
             events.publish("orders", {"id": "1", "source": "s", "type": "t", **fields})
         elif operation == "create_pipeline":
             events.create_pipeline(name, destination, allow_private=True)
-        else:
+        elif operation == "update_pipeline":
             events.update_pipeline(
                 name, max_attempts=max_attempts, min_retry_delay=delay, max_retry_delay=delay
             )
+        elif operation == "create_bus":
+            events.create_bus(name, retention=retention)
+        else:
+            events.update_bus("orders", retention=retention)
+        events.purge()  # every bus's retention back from now
 
-    EXAMPLES[operation] += 1
+    count(pinned, operation)
     try:
         call()
     except TxqueueError:
