@@ -8,6 +8,8 @@ import txqueue
 
 __all__ = ["main"]
 
+INSTALL_HINT = "pip install 'txqueue[events]'"
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(txqueue.__version__, prog_name="txqueue")
@@ -27,16 +29,47 @@ def _register() -> None:
     _register_events()
 
 
+#: The event layer's commands and their one-line help, listed even without its extra.
+EVENT_COMMANDS = {
+    "buses": "Create, change, list, describe and delete buses.",
+    "pipelines": "Create, change, list, describe and delete pipelines.",
+    "enrollments": "Create, change, list, describe and delete enrollments.",
+    "events": "Publish events; list archived and undelivered ones, replay them.",
+    "dispatcher": "Deliver events for every pipeline until SIGINT/SIGTERM.",
+}
+
+
 def _register_events() -> None:
-    """The event layer's commands, when its extra (cloudevents, httpx, cel) is installed."""
+    """The event layer's commands; without its extra (cloudevents, httpx, CEL, jsonschema)
+    each is still listed, and running it says how to install the extra."""
     try:
         from txqueue.cli import event_delivery, events
-    except ImportError:  # pragma: no cover - depends on the installed extras
+    except ImportError as error:
+        for name, summary in EVENT_COMMANDS.items():
+            main.add_command(_needs_extra(name, summary, error))
         return
     for command in (events.buses, events.pipelines, events.enrollments):
         main.add_command(command)
     main.add_command(event_delivery.events)
     main.add_command(event_delivery.dispatcher)
+
+
+def _needs_extra(name: str, summary: str, error: ImportError) -> click.Command:
+    """A stand-in for an event command: its arguments are accepted, and it fails with the
+    install command (exit 1) instead of vanishing from ``txqueue --help``."""
+    message = str(error) if "txqueue[events]" in str(error) else f"{error}: {INSTALL_HINT}"
+
+    def refuse() -> None:
+        raise click.ClickException(message)
+
+    return click.Command(
+        name,
+        callback=refuse,
+        help=f"{summary}\n\nNeeds the events extra: {INSTALL_HINT}",
+        short_help=f"{summary.rstrip('.')} (needs {INSTALL_HINT})",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )
 
 
 _register()

@@ -11,3 +11,27 @@ extra (cloudevents, httpx, CEL, jsonschema). The modules, bottom up:
 - ``_async``/``_sync``: AsyncEvents/Events (configuration, publish, archive, replay);
 - ``recorder`` and ``dispatcher``: delivering, retrying, logging (AsyncDispatcher, Dispatcher).
 """
+
+from __future__ import annotations
+
+import importlib
+
+#: The top-level packages the ``events`` extra installs, imported here so that a missing one
+#: is reported once, with the command that installs them, instead of as a bare import error.
+EXTRA_PACKAGES = ("cloudevents", "httpx", "cel", "jsonschema", "referencing")
+INSTALL_HINT = "pip install 'txqueue[events]'"
+
+
+def _require_extra() -> None:
+    for package in EXTRA_PACKAGES:
+        try:
+            importlib.import_module(package)
+        except ImportError as error:
+            raise ModuleNotFoundError(
+                f"txqueue's event layer needs the events extra, and {package!r} cannot be "
+                f"imported ({error}): {INSTALL_HINT}",
+                name=package,
+            ) from error
+
+
+_require_extra()
