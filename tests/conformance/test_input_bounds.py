@@ -16,7 +16,7 @@ import pytest
 import txqueue
 from txqueue.errors import FailedPrecondition, InvalidArgument, NotFound
 
-from .support import Env, is_postgres, seconds
+from .support import Env, Names, is_postgres, seconds
 
 MAX_DURATION = timedelta(days=36_500)  # every duration argument's maximum (100 years)
 STORED = "0" * 30
@@ -251,3 +251,37 @@ def test_a_dispatcher_duration_past_the_maximum_is_invalid_argument(
 ) -> None:
     with pytest.raises(InvalidArgument, match=option):
         txqueue.AsyncDispatcher(env.db, **{option: value})  # type: ignore[arg-type]
+
+
+async def test_the_asyncio_face_refuses_the_same_input(database_url: str) -> None:
+    """The same checks hold through ``connect_async`` (they live below both faces)."""
+    db = await txqueue.connect_async(database_url)
+    try:
+        names = Names.for_dialect(db.dialect)
+        await db.update_ddl(list(names.ddl))
+        async with db.batch() as batch:
+            batch.insert(names.users, columns=names.user_columns, values=[(1, "one")])
+            batch.send(names.tasks, (1, "m"), b"x")
+        with pytest.raises(InvalidArgument, match="max_batch_size"):
+            await db.receive_now(names.tasks, max_batch_size=2**63)
+        with pytest.raises(InvalidArgument, match="lease_duration"):
+            await db.receive_now(names.tasks, lease_duration=timedelta(days=900_000))
+        late = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-14)))
+        for key, deliver_time in (((1, "\ud800"), None), ((1, "late"), late)):
+            with pytest.raises(InvalidArgument):
+                async with db.batch() as batch:
+                    batch.send(names.tasks, key, b"x", deliver_time=deliver_time)
+        (message,) = await db.receive_now(names.tasks, lease_duration=MAX_DURATION)
+        forged = f"{message.lease_token.partition('.')[0]}.ffffffffffffffff"
+        assert await db.release_lease(names.tasks, [forged]) == 0
+        events = txqueue.AsyncEvents(db)
+        await events.create_bus("orders")
+        deep: Any = []
+        for _ in range(100_000):
+            deep = [deep]
+        with pytest.raises(InvalidArgument, match="nested deeper than 80"):
+            await events.publish("orders", {"id": "1", "source": "s", "type": "t", "data": deep})
+        async with db.batch() as batch:
+            batch.ack(names.tasks, message.key, lease_token=message.lease_token)
+    finally:
+        await db.close()
