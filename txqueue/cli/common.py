@@ -40,7 +40,8 @@ def database_option(function: F) -> F:
         "database",
         default=lambda: os.environ.get("TXQUEUE_DATABASE_URL", DEFAULT_DATABASE),
         show_default="$TXQUEUE_DATABASE_URL or sqlite:///txqueue.db",
-        help="Database URL (sqlite:///path or postgresql://...).",
+        help="Database URL (sqlite:///path or postgresql://...). A command that only reads "
+        "never creates a SQLite file that does not exist.",
     )(function)
 
 
