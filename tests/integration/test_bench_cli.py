@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from txqueue.bench.systems import TxqueueSystem, ordered_key, random_key
@@ -106,6 +107,7 @@ def test_bench_on_an_unreachable_database_says_so_in_one_line(tmp_path: Path) ->
     assert not missing.parent.exists()
 
 
+@pytest.mark.timeout(300)  # a dozen process start-ups: slow on a loaded machine
 def test_bench_events_runs_both_systems_and_counts_every_event(
     database_url: str, tmp_path: Path
 ) -> None:
