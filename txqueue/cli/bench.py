@@ -177,8 +177,6 @@ def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Tab
             table.add_row(
                 label + " p50/p99 ms", _milliseconds(raw, raw99), _milliseconds(ours, ours99), ""
             )
-            if label.startswith("events"):
-                continue
             after = [
                 _milliseconds(
                     _median(systems[system], "after_commit_p50_ms"),
