@@ -152,6 +152,11 @@ def test_payloads_are_shown_one_way_in_dead_letters_and_sql(database_url: str) -
         assert row[f"{payload_name}_encoding"] == letter["payload_encoding"]
     rows_csv = _csv(ok("sql", query, "--database", url, "--format", "csv"))
     assert [row.get("Id", row.get("id")) for row in rows_csv] == ["bin", "text"]
+    encodings = [row.get("Payload_encoding", row.get("payload_encoding")) for row in rows_csv]
+    assert encodings == ["base64", "text"]
+    receive = "SELECT Id, Payload FROM RECEIVE_Mail(max_duration=>'1s', max_batch_size=>2)"
+    received = _csv(ok("sql", receive, "--database", url, "--format", "csv"))
+    assert sorted(row.get("Id", row.get("id")) for row in received) == ["bin", "text"]
     csv_letters = _csv(ok("dead-letters", "list", "Mail", "--database", url, "--format", "csv"))
     assert {row["payload_encoding"] for row in csv_letters} == {"base64", "text"}
 

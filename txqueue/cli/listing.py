@@ -23,7 +23,7 @@ import click
 from txqueue.cli.text import console, on_terminal
 from txqueue.core.text import printable
 
-__all__ = ["FORMATS", "emit", "encoded", "format_option", "formats", "shown_bytes"]
+__all__ = ["FORMATS", "emit", "emit_each", "encoded", "format_option", "formats", "shown_bytes"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("table", "json", "csv")
@@ -105,6 +105,22 @@ def emit(
         cells = (_csv_cell(row.get(name)) for name in names)
         writer.writerow([printable(cell) if readable else cell for cell in cells])
     out.flush()
+
+
+def emit_each(output_format: str, records: Iterable[Mapping[str, Any]]) -> None:
+    """Print records as they come (json or csv; the CSV header from the first one), each
+    flushed at once: rows a ``RECEIVE_`` query streams."""
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    names: list[str] | None = None
+    for record in records:
+        if output_format == "json":
+            click.echo(json.dumps(record, default=str))
+        else:
+            if names is None:
+                names = list(record)
+                writer.writerow(names)
+            writer.writerow([_csv_cell(record.get(name)) for name in names])
+        sys.stdout.flush()
 
 
 def _keys(rows: Iterable[Mapping[str, Any]]) -> list[str]:

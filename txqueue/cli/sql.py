@@ -30,7 +30,7 @@ import txqueue
 from txqueue.cli import describe
 from txqueue.cli import text as display
 from txqueue.cli.common import database_option, open_database
-from txqueue.cli.listing import emit, encoded, format_option, shown_bytes
+from txqueue.cli.listing import emit, emit_each, encoded, format_option, shown_bytes
 from txqueue.core.text import printable
 from txqueue.core.values import check_value
 from txqueue.errors import InvalidArgument, TxqueueError
@@ -250,14 +250,14 @@ class _Runner:
                 display.add_row(listing, map(_cell, row))
             self.console.print(listing if rows else "(no rows)")
 
-        emit(self.output_format, (_record(fields, row) for row in rows), table, _names(fields))
+        records = [_record(fields, row) for row in rows]
+        # CSV columns: the records' own (a BYTES column brings its _encoding), or the fields.
+        emit(self.output_format, records, table, None if records else list(fields))
 
     def stream(self, fields: list[str], rows: Iterable[tuple[Any, ...]]) -> None:
         """Print rows as they arrive (a growing table on a terminal)."""
         if self.output_format != "table":
-            for row in rows:
-                emit(self.output_format, [_record(fields, row)], lambda: None, _names(fields))
-                sys.stdout.flush()
+            emit_each(self.output_format, (_record(fields, row) for row in rows))
             return
         if not display.on_terminal(self.console):
             click.echo("\t".join(map(printable, fields)))
@@ -376,10 +376,6 @@ def _meta(text: str) -> bool:
     """Whether ``text`` is a shell command rather than SQL."""
     stripped = text.strip().rstrip(";").strip()
     return stripped.startswith("\\") or stripped.lower() == "help"
-
-
-def _names(fields: Sequence[str]) -> list[str]:
-    return list(fields)
 
 
 def _record(fields: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
