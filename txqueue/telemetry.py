@@ -19,6 +19,7 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from time import monotonic
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -39,6 +40,9 @@ _instruments: _Instruments | None = None
 _tracer_provider: Any = None  # set by configure(): used instead of the global provider
 _meter_provider: Any = None
 _received: OrderedDict[str, str] = OrderedDict()
+#: Seconds between looks at the global tracer provider while none is configured.
+RECHECK = 1.0
+_next_check = 0.0  # monotonic time of the next look
 
 
 class _Api:
@@ -77,25 +81,35 @@ def configure(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     For tests, or an application that keeps several providers; most set the global
     providers with the SDK and never call this.
     """
-    global _tracer, _meter, _instruments, _tracer_provider, _meter_provider
+    global _tracer, _meter, _instruments, _tracer_provider, _meter_provider, _next_check
     _tracer_provider, _meter_provider = tracer_provider, meter_provider
     _tracer = _meter = _instruments = None
+    _next_check = 0.0
 
 
 def tracer() -> Any:
-    """The txqueue tracer when an SDK TracerProvider is configured, else None (cheaply)."""
+    """The txqueue tracer when an SDK TracerProvider is configured, else None (cheaply).
+
+    Without one, the global provider is looked at again at most every ``RECHECK`` seconds
+    (reading it costs more than the rest of the check), so a provider set after txqueue's
+    first message is used from then on.
+    """
     if _tracer is not None:
         return _tracer
+    if monotonic() < _next_check:
+        return None
     return _new_tracer()
 
 
 def _new_tracer() -> Any:
-    global _tracer
+    global _tracer, _next_check
     api = _load()
     if not api:
+        _next_check = float("inf")  # not installed: nothing to look at again
         return None
     provider = _tracer_provider or api.trace.get_tracer_provider()
     if isinstance(provider, api.no_tracer):
+        _next_check = monotonic() + RECHECK
         return None
     _tracer = provider.get_tracer(SCOPE)
     return _tracer
