@@ -158,6 +158,14 @@ def test_the_shell_reads_help_and_backslash_d_from_stdin(url: str) -> None:
     assert "mail" in ok("sql", "--database", url, stdin="\\d\n").lower()
 
 
+def test_a_script_mixes_statements_and_backslash_d(url: str) -> None:
+    script = "SELECT 1 AS one;\n\\d\nSELECT\n  2 AS two;\n"
+    output = ok("sql", "--database", url, "--format", "json", stdin=script)
+    lines = [json.loads(line) for line in output.splitlines()]
+    assert lines[0] == {"one": 1} and lines[-1] == {"two": 2}
+    assert {str(line.get("name")).lower() for line in lines[1:-1]} == {"images", "mail", "users"}
+
+
 def test_information_schema_queries_from_the_cli(url: str) -> None:
     output = ok(
         "sql",

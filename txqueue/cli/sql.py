@@ -164,9 +164,22 @@ class _Runner:
         self.dialect = db.dialect
 
     def script(self, text: str) -> bool:
-        """Run every statement of ``text`` on its own; stop at the first error (False)."""
-        if _meta(text):
-            return self.meta(text.strip())
+        """Run every statement of ``text`` on its own; stop at the first error (False). A
+        line holding a shell command (``\\d``, ``help``) between statements runs as one."""
+        pending: list[str] = []
+        for line in [*text.splitlines(), None]:
+            if line is not None and not (_meta(line) and _blank("\n".join(pending))):
+                pending.append(line)
+                continue
+            if pending and not self.statements("\n".join(pending)):
+                return False
+            pending = []
+            if line is not None and not self.meta(line.strip()):
+                return False
+        return True
+
+    def statements(self, text: str) -> bool:
+        """Run the SQL statements of ``text`` one by one; False at the first error."""
         try:
             pieces = split_script(text, self.dialect)
         except TxqueueError as error:
@@ -370,6 +383,11 @@ its own transaction, DDL through update_ddl).
   SELECT * FROM RECEIVE_Queue(max_duration => '5s');   receive messages as they arrive
   help            this text
   \\q, exit, quit  leave (or Ctrl-D)"""
+
+
+def _blank(text: str) -> bool:
+    """Whether ``text`` holds no statement still to finish (only complete ones, or nothing)."""
+    return not text.strip() or text.rstrip().endswith(";")
 
 
 def _meta(text: str) -> bool:
