@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from time import monotonic
+from time import monotonic, time_ns
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -211,6 +211,34 @@ def ending(span: Any) -> Iterator[None]:
     """Make ``span`` current for the block, record an exception escaping it, then end it."""
     with _api.trace.use_span(span, end_on_exit=True, record_exception=True):
         yield
+
+
+# ---- receive -------------------------------------------------------------------------------
+
+
+def receive_started() -> int | None:
+    """The time a receive starts (ns), when tracing; else None and nothing more is done."""
+    return None if tracer() is None else time_ns()
+
+
+def received(queue: str, messages: Any, engine: str, started: int) -> None:
+    """A ``receive`` span for one leased batch, linked to each message's send context: the
+    conventions' links for an operation that covers several messages."""
+    links = []
+    for message in messages:
+        parent = _extract(_received.get(message.lease_token))
+        if parent is not None:
+            links.append(_api.trace.Link(_api.trace.get_current_span(parent).get_span_context()))
+    attributes = _attributes("receive", "receive", queue, engine)
+    attributes["messaging.batch.message_count"] = len(messages)
+    span = tracer().start_span(
+        f"receive {queue}",
+        kind=_api.trace.SpanKind.CLIENT,
+        attributes=attributes,
+        links=links,
+        start_time=started,
+    )
+    span.end()
 
 
 # ---- process and settle --------------------------------------------------------------------

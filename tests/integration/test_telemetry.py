@@ -116,6 +116,12 @@ def _check_trace(otel: Otel, user: Any, engine: str) -> None:
         ("2", 1): ["exception", "retry"],
         ("2", 2): ["exception", "dead_letter"],
     }
+    receives = otel.spans("receive tasks")  # one per leased batch, linked to the sends
+    assert receives and all(r.kind is SpanKind.CLIENT for r in receives)
+    assert {link.context.span_id for r in receives for link in r.links} == {
+        s.context.span_id for s in sends
+    }
+    assert sum(r.attributes["messaging.batch.message_count"] for r in receives if r.attributes) == 3
     [dead] = [p for p in processes if p.events and p.events[-1].name == "dead_letter"]
     assert dead.events[0].attributes is not None
     assert dead.events[0].attributes["exception.type"] == "RuntimeError"

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from txqueue import telemetry
 from txqueue._async._compat import CancelledError, Lock, finish, monotonic, sleep
 from txqueue._async.drivers import open_driver
 from txqueue._async.protocol import AsyncDriver
@@ -245,6 +246,7 @@ class AsyncDatabase:
         check_count(max_batch_size, "max_batch_size")
         table = await self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
+        started = telemetry.receive_started()
         try:
             batch, cancelled = await finish(self._driver.receive_now(params))
         except Aborted:
@@ -252,6 +254,8 @@ class AsyncDatabase:
         if cancelled:  # nobody will get these: give them back now
             await self._give_back(table, batch)
             raise CancelledError
+        if started is not None and batch:
+            telemetry.received(table.name, batch, self.engine, started)
         return _mark_last(batch) if batch else []
 
     def receive(
@@ -290,6 +294,7 @@ class AsyncDatabase:
         pending: list[Message] = []
         try:
             while True:
+                started = telemetry.receive_started()
                 try:
                     batch, cancelled = await finish(
                         receiver.receive(ReceiveParams(table, max_batch_size, lease, self.now()))
@@ -301,6 +306,8 @@ class AsyncDatabase:
                     pending = batch
                     raise CancelledError
                 if batch:
+                    if started is not None:
+                        telemetry.received(table.name, batch, self.engine, started)
                     pending = _mark_last(batch)
                     while pending:
                         message = pending.pop(0)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from txqueue import telemetry
 from txqueue._sync._compat import CancelledError, Lock, finish, monotonic, sleep
 from txqueue._sync.drivers import open_driver
 from txqueue._sync.protocol import Driver
@@ -246,6 +247,7 @@ class Database:
         check_count(max_batch_size, "max_batch_size")
         table = self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
+        started = telemetry.receive_started()
         try:
             batch, cancelled = finish(self._driver.receive_now(params))
         except Aborted:
@@ -253,6 +255,8 @@ class Database:
         if cancelled:  # nobody will get these: give them back now
             self._give_back(table, batch)
             raise CancelledError
+        if started is not None and batch:
+            telemetry.received(table.name, batch, self.engine, started)
         return _mark_last(batch) if batch else []
 
     def receive(
@@ -291,6 +295,7 @@ class Database:
         pending: list[Message] = []
         try:
             while True:
+                started = telemetry.receive_started()
                 try:
                     batch, cancelled = finish(
                         receiver.receive(ReceiveParams(table, max_batch_size, lease, self.now()))
@@ -302,6 +307,8 @@ class Database:
                     pending = batch
                     raise CancelledError
                 if batch:
+                    if started is not None:
+                        telemetry.received(table.name, batch, self.engine, started)
                     pending = _mark_last(batch)
                     while pending:
                         message = pending.pop(0)
