@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 import txqueue
@@ -15,6 +17,23 @@ INSTALL_HINT = "pip install 'txqueue[events]'"
 @click.version_option(txqueue.__version__, prog_name="txqueue")
 def main() -> None:
     """Transactional queues inside your own SQL database."""
+    _print_connect_retries()
+
+
+class _StderrLines(logging.Handler):
+    """Each record as one ``txqueue: ...`` line on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"txqueue: {record.getMessage()}", err=True)
+
+
+def _print_connect_retries() -> None:
+    """A PostgreSQL server that does not answer is waited for: say so on stderr, a line per
+    attempt (the API logs only the first, as a warning)."""
+    logger = logging.getLogger("txqueue.postgres.connect")
+    if not any(isinstance(handler, _StderrLines) for handler in logger.handlers):
+        logger.addHandler(_StderrLines())
+    logger.setLevel(logging.INFO)
 
 
 def _register() -> None:

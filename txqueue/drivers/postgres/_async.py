@@ -53,6 +53,7 @@ from txqueue.drivers.postgres.codec import (
 from txqueue.drivers.postgres.connections import AsyncPooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
+from txqueue.drivers.postgres.reachability import connect_failure, report_retry, server_name
 from txqueue.drivers.postgres.statements import (
     ADD_TRACE_COLUMNS,
     CATALOG,
@@ -68,7 +69,7 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
-from txqueue.errors import InvalidArgument, TxqueueError
+from txqueue.errors import InvalidArgument, TxqueueError, Unavailable
 from txqueue.models import DeadLetter, LeaseRenewal, Message
 
 __all__ = ["AsyncPostgresDriver"]
@@ -192,9 +193,9 @@ class AsyncPostgresDriver:
         (the pool would retry it until its timeout, and report only that it timed out)."""
         started = monotonic()
         with map_errors():
+            await _wait_for_server(self._conninfo)
             await self._pool.open(wait=False)
             try:
-                await _refuse_early(self._conninfo)
                 await self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
             except BaseException:
                 await self._pool.close()  # its workers would go on trying
@@ -550,16 +551,35 @@ async def _rows(cursor: Any) -> Rows:
     return list(await cursor.fetchall()) if result is not None and result.nfields > 0 else []
 
 
-async def _refuse_early(conninfo: str) -> None:
-    """Connect once: raise the error of a refusal for good, pass anything else (a server that
-    is down or starting up is the pool's to wait for)."""
-    try:
-        probe = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=int(OPEN_TIMEOUT))
-    except psycopg.OperationalError as error:
-        if refused_for_good(error):
-            raise
+async def _wait_for_server(conninfo: str) -> None:
+    """Connect directly until the server answers, for up to ``OPEN_TIMEOUT``: a refusal for
+    good (no such database or role, a wrong password) fails at once; a server that is down or
+    starting up is tried again with growing pauses, each failure reported (``reachability``),
+    and the final Unavailable carries the last reason. The pool opens only after this."""
+    server = server_name(conninfo)
+    started = monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        remaining = OPEN_TIMEOUT - (monotonic() - started)
+        try:
+            probe = await psycopg.AsyncConnection.connect(
+                conninfo, connect_timeout=max(2, int(remaining))
+            )
+        except psycopg.OperationalError as error:
+            if refused_for_good(error):
+                raise
+            reason = connect_failure(error)
+            waited = monotonic() - started
+            if waited >= OPEN_TIMEOUT:
+                raise Unavailable(
+                    f"PostgreSQL at {server} did not answer within {OPEN_TIMEOUT:g} s: {reason}"
+                ) from error
+            report_retry(attempt, server, reason, waited, OPEN_TIMEOUT)
+            await sleep(min(0.5 * 2 ** (attempt - 1), 5.0, OPEN_TIMEOUT - waited))
+            continue
+        await probe.close()
         return
-    await probe.close()
 
 
 def _own_connection(connection: Any) -> Any:

@@ -54,6 +54,7 @@ from txqueue.drivers.postgres.codec import (
 from txqueue.drivers.postgres.connections import PooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
+from txqueue.drivers.postgres.reachability import connect_failure, report_retry, server_name
 from txqueue.drivers.postgres.statements import (
     ADD_TRACE_COLUMNS,
     CATALOG,
@@ -69,7 +70,7 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
-from txqueue.errors import InvalidArgument, TxqueueError
+from txqueue.errors import InvalidArgument, TxqueueError, Unavailable
 from txqueue.models import DeadLetter, LeaseRenewal, Message
 
 __all__ = ["PostgresDriver"]
@@ -193,9 +194,9 @@ class PostgresDriver:
         (the pool would retry it until its timeout, and report only that it timed out)."""
         started = monotonic()
         with map_errors():
+            _wait_for_server(self._conninfo)
             self._pool.open(wait=False)
             try:
-                _refuse_early(self._conninfo)
                 self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
             except BaseException:
                 self._pool.close()  # its workers would go on trying
@@ -539,16 +540,33 @@ def _rows(cursor: Any) -> Rows:
     return list(cursor.fetchall()) if result is not None and result.nfields > 0 else []
 
 
-def _refuse_early(conninfo: str) -> None:
-    """Connect once: raise the error of a refusal for good, pass anything else (a server that
-    is down or starting up is the pool's to wait for)."""
-    try:
-        probe = psycopg.Connection.connect(conninfo, connect_timeout=int(OPEN_TIMEOUT))
-    except psycopg.OperationalError as error:
-        if refused_for_good(error):
-            raise
+def _wait_for_server(conninfo: str) -> None:
+    """Connect directly until the server answers, for up to ``OPEN_TIMEOUT``: a refusal for
+    good (no such database or role, a wrong password) fails at once; a server that is down or
+    starting up is tried again with growing pauses, each failure reported (``reachability``),
+    and the final Unavailable carries the last reason. The pool opens only after this."""
+    server = server_name(conninfo)
+    started = monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        remaining = OPEN_TIMEOUT - (monotonic() - started)
+        try:
+            probe = psycopg.Connection.connect(conninfo, connect_timeout=max(2, int(remaining)))
+        except psycopg.OperationalError as error:
+            if refused_for_good(error):
+                raise
+            reason = connect_failure(error)
+            waited = monotonic() - started
+            if waited >= OPEN_TIMEOUT:
+                raise Unavailable(
+                    f"PostgreSQL at {server} did not answer within {OPEN_TIMEOUT:g} s: {reason}"
+                ) from error
+            report_retry(attempt, server, reason, waited, OPEN_TIMEOUT)
+            sleep(min(0.5 * 2 ** (attempt - 1), 5.0, OPEN_TIMEOUT - waited))
+            continue
+        probe.close()
         return
-    probe.close()
 
 
 def _own_connection(connection: Any) -> Any:

@@ -56,6 +56,7 @@ __all__ = [
 
 def connect(path: str, synchronous: str, busy_timeout: timedelta) -> sqlite3.Connection:
     """Open a connection in WAL mode with foreign keys on and explicit transactions."""
+    check_directory(path)
     create_owner_only(path)
     try:
         connection = sqlite3.connect(
@@ -70,6 +71,22 @@ def connect(path: str, synchronous: str, busy_timeout: timedelta) -> sqlite3.Con
     except sqlite3.Error as error:
         raise Unavailable(f"cannot open SQLite database {path!r}: {error}") from error
     return connection
+
+
+def check_directory(path: str) -> None:
+    """Refuse a path whose directory is missing (NotFound) or not a directory
+    (InvalidArgument): txqueue creates the database file, never directories, and no wait
+    can mend either (SQLite would say only "unable to open database file")."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(directory):
+        raise NotFound(
+            f"cannot open SQLite database {path!r}: directory {directory!r} does not exist "
+            "(txqueue creates the database file, not its directory)"
+        )
+    if not os.path.isdir(directory):
+        raise InvalidArgument(
+            f"cannot open SQLite database {path!r}: {directory!r} is not a directory"
+        )
 
 
 def create_owner_only(path: str) -> None:
