@@ -230,7 +230,15 @@ async def test_worker_spans_metrics_and_log_ids(
     db = await txqueue.connect_async(database_url)
     await db.update_ddl(_ddl(db.dialect))
     app = txqueue.App(database_url)
-    app.handler("Tasks", retry=txqueue.RetryPolicy(max_attempts=1))(handler)
+
+    @app.handler("Tasks", retry=txqueue.RetryPolicy(max_attempts=1), lease_duration="1s")
+    def slow_then_handler(message: txqueue.Message) -> None:
+        deadline = time.monotonic() + 10
+        while message.key[0] == 1 and not otel.metrics().get("txqueue.lease_renewal_count"):
+            assert time.monotonic() < deadline, "no renewal"  # runs until its lease is renewed
+            time.sleep(0.05)
+        handler(message)
+
     with otel.tracer.start_as_current_span("checkout") as user:
         async with db.batch() as batch:
             batch.send("Tasks", (1,), b"{}")
@@ -253,7 +261,10 @@ async def test_worker_spans_metrics_and_log_ids(
         await db.close()
     processes = otel.spans("process tasks")
     assert {p.context.trace_id for p in processes} == {user.get_span_context().trace_id}
+    [acked] = [p for p in processes if p.events and p.events[-1].name == "ack"]
+    assert "renew" in [e.name for e in acked.events], "the lease renewal is an event"
     points = otel.metrics()
+    assert sum(p.value for p in points["txqueue.lease_renewal_count"]) >= 1
     assert sum(p.value for p in points["txqueue.message_ack_count"]) == 1
     outcomes = {p.attributes["outcome"]: p.value for p in points["txqueue.handler_outcome_count"]}
     assert outcomes == {"acked": 1, "dead_lettered": 1}
