@@ -6,12 +6,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import FrozenInstanceError
 from datetime import datetime, timedelta, timezone
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from txqueue.errors import InvalidArgument
@@ -21,6 +23,7 @@ from txqueue.events.outcomes import Outcome
 from txqueue.events.signing import sign, verify
 
 SHORT = 0.3  # seconds: the timeout used against the sleeping endpoint
+TOGETHER = 24  # requests /together holds until all arrive: more than httpx keeps alive (20)
 
 
 class Receiver(ThreadingHTTPServer):
@@ -30,6 +33,7 @@ class Receiver(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.received: list[dict[str, Any]] = []
         self.release = threading.Event()  # wakes sleeping handlers at teardown
+        self.together = threading.Barrier(TOGETHER)  # /together answers a full round at once
 
     @property
     def base(self) -> str:
@@ -68,6 +72,9 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(400, b"missing field 'order'")
         elif self.path == "/redirect":
             self.reply(302, b"", {"Location": "/ok"})
+        elif self.path == "/together":
+            self.server.together.wait(10)
+            self.reply(200, b"")
         elif self.path == "/slow":
             self.server.release.wait(10)
             self.reply(200, b"too late")
@@ -228,6 +235,32 @@ def test_sync_connection_is_reused(deliverer: HttpDeliverer, receiver: Receiver)
     deliverer.deliver(f"{receiver.base}/bad", {}, b"{}")
     expect_ok(deliverer.deliver(f"{receiver.base}/ok", {}, b"{}"))
     assert len({r["port"] for r in receiver.received}) == 1
+
+
+def test_sync_pool_keeps_a_connection_per_thread_alive(receiver: Receiver) -> None:
+    """With ``limits`` sized to the threads, a second round of concurrent requests reuses the
+    first round's connections (httpx's default pool keeps 20 alive and reconnects the rest)."""
+    limits = httpx.Limits(max_connections=TOGETHER, max_keepalive_connections=TOGETHER)
+    url = f"{receiver.base}/together"
+    with (
+        HttpDeliverer(timeout=15, allow_private=True, limits=limits) as deliverer,
+        ThreadPoolExecutor(TOGETHER) as threads,
+    ):
+        for _ in range(2):
+            attempts = list(
+                threads.map(lambda _: deliverer.deliver(url, {}, b"{}"), range(TOGETHER))
+            )
+            assert {a.outcome for a in attempts} == {Outcome.SUCCESS}
+    assert len(receiver.received) == 2 * TOGETHER
+    assert len({r["port"] for r in receiver.received}) == TOGETHER
+
+
+def test_dispatcher_pool_is_sized_to_its_concurrency() -> None:
+    from txqueue.events.dispatcher import _pool_limits
+
+    assert _pool_limits(32).max_keepalive_connections == 32
+    assert _pool_limits(32).max_connections == 100
+    assert _pool_limits(4).max_keepalive_connections == 20  # never below httpx's default
 
 
 def test_sync_cloudevent_signed_end_to_end(deliverer: HttpDeliverer, receiver: Receiver) -> None:
