@@ -47,13 +47,16 @@ def test_events_without_the_extra_names_the_install_command(package: str, tmp_pa
     assert package in result.stdout, result.stdout  # which package is missing
 
 
-def _cli(arguments: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _cli(
+    arguments: list[str], cwd: Path, blocked: str = "cloudevents"
+) -> subprocess.CompletedProcess[str]:
     code = f"from txqueue.cli.main import main\nmain({arguments!r}, prog_name='txqueue')\n"
-    return _python(BLOCKERS["cloudevents"], code, cwd)
+    return _python(BLOCKERS[blocked], code, cwd)
 
 
-def test_the_event_commands_stay_in_help_without_the_extra(tmp_path: Path) -> None:
-    result = _cli(["--help"], tmp_path)
+@pytest.mark.parametrize("package", sorted(BLOCKERS))
+def test_the_event_commands_stay_in_help_without_the_extra(package: str, tmp_path: Path) -> None:
+    result = _cli(["--help"], tmp_path, package)
     assert result.returncode == 0, result.stderr
     listed = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("  ")}
     assert set(EVENT_COMMANDS) <= listed, result.stdout

@@ -12,9 +12,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from txqueue.bench import events as event_workloads
 from txqueue.bench import workloads
-from txqueue.bench.endpoint import Endpoint, ceiling
 from txqueue.cli.common import database_option, open_database
 
 _SYSTEMS = ("raw", "txqueue")
@@ -76,6 +74,10 @@ def bench(
     if workload in ("latency", "all"):
         plan += [(f"latency @{rate:g}/s", {"kind": "latency", "batch": 1})]
     if workload == "events":
+        # Imported here: they need the events extra (httpx), which the rest of txqueue does not.
+        from txqueue.bench import events as event_workloads
+        from txqueue.bench.endpoint import Endpoint, ceiling
+
         plan += event_workloads.plan(workers, rate)
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     console = Console()
