@@ -61,11 +61,34 @@ TEXTS = st.one_of(
 )
 
 
+class DeepList(list[Any]):
+    """A list nested many levels deep whose repr stays one line: hypothesis prints arguments,
+    and printing 100,000 levels would exhaust its own recursion."""
+
+    depth = 0
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} nested {self.depth} levels>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+class DeepDict(dict[str, Any]):
+    """A dict nested many levels deep (see `DeepList`)."""
+
+    depth = 0
+    __repr__ = DeepList.__repr__  # type: ignore[assignment]
+    _repr_pretty_ = DeepList._repr_pretty_
+
+
 def nested(depth: int, as_dict: bool) -> Any:
     value: Any = {} if as_dict else []
-    for _ in range(depth - 1):
+    for _ in range(depth - 2):
         value = {"a": value} if as_dict else [value]
-    return value
+    outer: DeepList | DeepDict = DeepDict(a=value) if as_dict else DeepList([value])
+    outer.depth = depth
+    return outer
 
 
 NESTED = st.builds(nested, st.sampled_from([80, 81, 1000, 100_000]), st.booleans())

@@ -285,3 +285,27 @@ async def test_the_asyncio_face_refuses_the_same_input(database_url: str) -> Non
             batch.ack(names.tasks, message.key, lease_token=message.lease_token)
     finally:
         await db.close()
+
+
+def test_an_event_time_whose_offset_has_seconds_is_published_in_utc_and_stays_readable(
+    env: Env,
+) -> None:
+    """RFC 3339 offsets are whole minutes: one with seconds used to be archived as written,
+    and every later listing of the archive failed to parse it back."""
+    events = txqueue.Events(env.db)
+    events.create_bus("orders")
+    zone = timezone(-timedelta(hours=23, minutes=15, seconds=49, microseconds=999_817))
+    when = datetime(1625, 12, 22, 13, 36, 41, 586, tzinfo=zone)
+    events.publish("orders", {"id": "1", "source": "shop", "type": "order.paid", "time": when})
+    (archived,) = events.messages()
+    assert archived.event.get_time() == when
+
+
+@pytest.mark.parametrize("value", [[[1]], [1, [2, [3]]], [2**63], ["\ud800"]])
+def test_an_array_parameter_no_engine_takes_is_invalid_argument(env: Env, value: Any) -> None:
+    if env.dialect == "googlesql":
+        sql, params = "SELECT userid FROM users WHERE userid IN UNNEST(@p)", {"p": value}
+    else:
+        sql, params = "SELECT userid FROM users WHERE userid = ANY($1)", [value]
+    with pytest.raises(InvalidArgument, match=r"parameter (@p|\$1)\[\d\]"), env.db.snapshot() as s:
+        list(s.execute_sql(sql, params))

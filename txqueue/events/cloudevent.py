@@ -26,7 +26,7 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cloudevents.core.bindings.http import to_binary
@@ -261,8 +261,16 @@ def _check_time(value: object) -> datetime:
             "CloudEvent attribute 'time' must be a datetime or an RFC 3339 string, "
             f"got {type(value).__name__}"
         )
-    if value.tzinfo is None or value.utcoffset() is None:
+    offset = value.utcoffset()
+    if value.tzinfo is None or offset is None:
         raise InvalidArgument("CloudEvent attribute 'time' must be timezone-aware")
+    if offset % timedelta(minutes=1):  # RFC 3339 offsets are whole minutes: write it in UTC
+        try:
+            value = value.astimezone(timezone.utc)
+        except OverflowError as error:
+            raise InvalidArgument(
+                "CloudEvent attribute 'time' is outside the years 1 to 9999 in UTC"
+            ) from error
     return value
 
 

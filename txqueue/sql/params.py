@@ -106,6 +106,8 @@ class Binder:
         inferred = value_type(value)
         if inferred is not None:  # its type's rules still hold: INT64's range, UTF-8 text
             value = check_value(inferred, value, f"parameter {reference}")
+        elif isinstance(value, (list, tuple)):
+            _check_array(value, f"parameter {reference}")
         return self.bind(value, inferred)
 
     # ---- binding -------------------------------------------------------------------------------
@@ -134,6 +136,20 @@ class Binder:
                 return Jsonb(value)
             return list(value) if isinstance(value, tuple) else value
         return _sqlite_value(value, is_json)
+
+
+def _check_array(items: Sequence[Any], field: str) -> None:
+    """An array parameter's elements: scalars of their type's rules (no arrays of arrays, as
+    in Spanner; an engine's driver would recurse into any depth of them)."""
+    for index, item in enumerate(items):
+        if isinstance(item, (list, tuple)):
+            raise InvalidArgument(
+                f"{field}[{index}] is an array: an array's elements are scalars (no arrays of "
+                "arrays, as in Spanner)"
+            )
+        column = value_type(item)
+        if column is not None:
+            check_value(column, item, f"{field}[{index}]")
 
 
 def _sqlite_value(value: Any, is_json: bool) -> Any:
