@@ -12,14 +12,17 @@ behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import ExecStatus
 from psycopg_pool import ConnectionPool
 
-from txqueue._sync._compat import monotonic, run_blocking, sleep
+from txqueue._sync._compat import monotonic, run_blocking, sleep, wait_readable
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
@@ -51,7 +54,7 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
-from txqueue.drivers.postgres.connections import PooledConnection
+from txqueue.drivers.postgres.connections import PooledConnection, has_input
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.reachability import connect_failure, report_retry, server_name
@@ -63,6 +66,7 @@ from txqueue.drivers.postgres.statements import (
     FORGET_COMMITS,
     RECORD_DIALECT,
     RECORDED_DIALECT,
+    RESOLVER_BARRIER,
     STATISTICS_STALE,
     create_index,
     create_table,
@@ -87,6 +91,9 @@ FALLBACK_POLL = 1.0
 IN_PROGRESS_BOUND = 2.0
 #: How long resolving a dropped COMMIT may take in all before giving up (CommitOutcomeUnknown).
 RESOLVE_TIMEOUT = 60.0
+#: How long the resolver waits for its own synchronous commit before it asks again, on a
+#: fresh connection (a failover may have moved the primary meanwhile).
+BARRIER_TIMEOUT = 5.0
 
 
 class PostgresReceiver:
@@ -159,6 +166,7 @@ class PostgresDriver:
             configure=self._configure,
             open=False,
             timeout=30.0,
+            check=_check_lent,
         )
         self.dialect = Dialect.POSTGRESQL  # until initialize
         self.deliver_column = DELIVER_TIME[self.dialect]
@@ -480,10 +488,14 @@ class PostgresDriver:
         """Find out whether the commit that wrote ``token`` into ``slot`` happened:
         "committed", "aborted" or "unknown" (only when the server cannot be asked in time).
 
-        The marker is read on a fresh connection once the old backend (pid and start time,
-        the slot's name) is gone: until then its transaction may still be finishing COMMIT.
-        Past a bound that backend is terminated, which settles its outcome. A server restart
-        ends it too; the marker is as durable as the commit. Never guesses.
+        The marker is read on a fresh connection (the URL's hosts, so on a new primary after
+        a failover) once the old backend (pid and start time, the slot's name) is gone: until
+        then its transaction may still be finishing COMMIT. Past a bound that backend is
+        terminated, which settles its outcome. A server restart ends it too; the marker is as
+        durable as the commit. The answer stands only once the resolver's own synchronous
+        commit, made after the read, is acknowledged (``_replicated``): the marker read is
+        then on the standbys a failover may promote, and a primary that lost its place
+        cannot acknowledge it. Never guesses.
         """
         pid, _, backend_start = slot.partition("@")
         started = monotonic()
@@ -507,13 +519,16 @@ class PostgresDriver:
                             )
                             marker = cursor.fetchone()
                             committed = marker is not None and marker[0] == token
+                            left = RESOLVE_TIMEOUT - (monotonic() - started)
+                            if not _replicated(connection, min(BARRIER_TIMEOUT, left)):
+                                break  # ask again on a fresh connection, maybe elsewhere
                             return "committed" if committed else "aborted"
                         if not terminated and monotonic() - started > IN_PROGRESS_BOUND:
                             connection.execute("SELECT pg_terminate_backend(%s)", [int(pid)])
                             terminated = True
                         sleep(0.02)
-            except psycopg.OperationalError:
-                sleep(0.2)  # the server may be restarting: try again until the bound
+            except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction):
+                sleep(0.2)  # a server restarting, or a standby: try again until the bound
         return "unknown"
 
     def expire_ledger(self, retention: timedelta) -> int:
@@ -538,6 +553,41 @@ def _rows(cursor: Any) -> Rows:
     access (~7 µs for receive's six), and only "any?" matters."""
     result = cursor.pgresult
     return list(cursor.fetchall()) if result is not None and result.nfields > 0 else []
+
+
+def _replicated(connection: Any, timeout: float) -> bool:
+    """Commit one small write with ``synchronous_commit = on`` and wait up to ``timeout``
+    for the reply: it comes once the server's synchronous standbys (at once when it has
+    none) hold its WAL, so every commit before it too. False without a reply in time, and
+    the connection is closed: cancelling the wait would let this commit through
+    unreplicated with no more than a warning. COMMIT is sent by libpq directly, and waited
+    for on its socket, because a blocking execute could not be given up."""
+    # No statement_timeout: one firing during the wait would cancel it, the same way.
+    connection.execute("BEGIN; SET LOCAL synchronous_commit = on; SET LOCAL statement_timeout = 0")
+    connection.execute(RESOLVER_BARRIER)
+    pgconn = connection.pgconn
+    deadline = monotonic() + timeout
+    pgconn.send_query(b"COMMIT")
+    with socket.socket(fileno=os.dup(pgconn.socket)) as sock:
+        while pgconn.flush() or pgconn.is_busy():  # a few bytes: sent at once
+            remaining = deadline - monotonic()
+            if remaining <= 0 or not wait_readable(sock, remaining):
+                connection.close()
+                return False
+            pgconn.consume_input()
+    replied = True
+    while (result := pgconn.get_result()) is not None:
+        replied = replied and result.status == ExecStatus.COMMAND_OK
+    return replied
+
+
+def _check_lent(connection: Any) -> None:
+    """Before the pool lends an idle connection: one whose server ended it (a failover
+    restarts the old primary; an administrator terminated it) has something to read on its
+    socket, and only then is it checked with a round trip, which fails for an ended one:
+    the pool then discards it and lends another."""
+    if has_input(connection):
+        ConnectionPool.check_connection(connection)
 
 
 def _wait_for_server(conninfo: str) -> None:

@@ -14,11 +14,25 @@ connection (both faces; the drivers' pools make these instead of plain connectio
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
 import psycopg
 
-__all__ = ["AsyncPooledConnection", "PooledConnection"]
+__all__ = ["AsyncPooledConnection", "PooledConnection", "has_input"]
+
+
+def has_input(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle connection's socket has something to read (a zero-timeout poll):
+    the server ended it (an error message, or end of file), or a notification came. True
+    for a connection already closed."""
+    if connection.closed:
+        return True
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.OperationalError):
+        return True
+    return bool(readable)
 
 
 class PooledConnection(psycopg.Connection[Any]):

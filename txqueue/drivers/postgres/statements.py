@@ -114,6 +114,13 @@ STATISTICS_STALE = (
     "SELECT relpages > 0 AND reltuples >= 0 AND reltuples < %s"
     " FROM pg_class WHERE oid = to_regclass(%s)"
 )
+#: The commit resolver's own write, committed after it read a marker: its acknowledgement
+#: says the synchronous standbys hold that marker's state too. A row per resolving backend:
+#: a barrier whose connection was given up keeps its row locked while its COMMIT waits.
+RESOLVER_BARRIER = (
+    "INSERT INTO txqueue_commits (slot, token, touched)"
+    " VALUES ('resolver@' || pg_backend_pid(), 0, now())" + _MARKER_UPSERT
+)
 #: The dialect the database records; a record on a database holding no table, queue or index
 #: binds nothing (earlier versions recorded one at connect, before any DDL).
 RECORDED_DIALECT = (
