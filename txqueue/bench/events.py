@@ -63,7 +63,7 @@ class _Txqueue:
     """A bus, an enrollment matching everything and one HTTP pipeline to ``target``."""
 
     def __init__(self, url: str, target: str, tag: str) -> None:
-        self.database = txqueue.connect(url)
+        self.database = txqueue.connect(url, dialect="googlesql")  # as txqueue bench opens it
         self.events = txqueue.Events(self.database)
         self.bus = f"bench-{tag}"
         self.events.create_bus(self.bus, archive=True)
