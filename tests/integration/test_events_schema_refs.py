@@ -140,7 +140,7 @@ def test_a_file_ref_is_refused_from_python_and_from_the_cli(
     inline = json.dumps({"$ref": ref})
     out = cli(database_url, "pipelines", "create", "leaky", "--destination",
               receiver.url("/hook"), "--allow-private", "--json-schema", inline, code=1)  # fmt: skip
-    assert f"InvalidArgument: json_schema: $ref '{ref}'" in out
+    assert f"InvalidArgument: --json-schema: $ref '{ref}'" in out
     out = cli(database_url, "pipelines", "update", "fine", "--json-schema", inline, code=1)
     assert f"$ref '{ref}'" in out
     assert [p.name for p in events.list_pipelines()] == ["fine"]
@@ -228,7 +228,7 @@ def test_schema_size_and_depth_are_bounded(database_url: str, events: txqueue.Ev
         events.create_pipeline("large", NOWHERE, json_schema=large, allow_private=True)
     out = cli(database_url, "pipelines", "create", "deep", "--destination",
               NOWHERE, "--allow-private", "--json-schema", json.dumps(deep), code=1)  # fmt: skip
-    assert "json_schema is nested deeper than 32 levels" in out
+    assert "--json-schema is nested deeper than 32 levels" in out
     assert events.list_pipelines() == []
     shallow: dict[str, Any] = {"type": "integer"}
     for _ in range(30):
