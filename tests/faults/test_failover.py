@@ -155,6 +155,7 @@ def test_a_commit_no_synchronous_standby_acknowledged_is_never_reported_committe
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(660)
 def test_failover_check_loses_nothing_over_two_failovers() -> None:
     """``scripts/failover-check --failovers 2`` on a three-node Patroni cluster. Runs under
     CI=true (where missing Patroni/etcd is a failure) or wherever Patroni is installed."""

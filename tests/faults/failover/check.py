@@ -279,7 +279,7 @@ def force(cluster: Cluster, kind: str) -> tuple[Node, Node, float]:
     if kind == "crash":
         cluster.start_node(old)  # it rejoins as a replica (pg_rewind)
     elif kind == "freeze":
-        cluster.thaw(old)  # its Patroni finds the leader key gone and demotes it
+        cluster.thaw(old)  # its restarted Patroni finds the leader key taken and demotes it
     return old, new, started
 
 
@@ -402,6 +402,9 @@ def run(failovers: int, synchronous: bool, seed: int) -> int:
             promoted = time.time()
             settle(cluster)
             healthy = time.time()
+            leader = cluster.leader()
+            if leader is not new:  # the promoted node's timeline was given up again
+                log(f"{kind}: {new.name} was promoted, but {leader and leader.name} leads now")
             wait_for(
                 lambda healthy=healthy: senders.acknowledged_since(healthy) >= 30,
                 120,
@@ -414,6 +417,7 @@ def run(failovers: int, synchronous: bool, seed: int) -> int:
                     "new": new.name,
                     "at": started,
                     "promoted_after_s": round(promoted - started, 2),
+                    "leader_after": leader.name if leader is not None else None,
                     "healthy_after_s": round(healthy - started, 2),
                 }
             )

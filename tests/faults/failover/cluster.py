@@ -387,8 +387,19 @@ class Cluster:
         node.frozen = []
 
     def thaw(self, node: Node) -> None:
-        """SIGCONT what `freeze` stopped: Patroni finds its lease gone and demotes it."""
+        """Let a frozen node go on: its PostgreSQL gets SIGCONT, its Patroni is restarted
+        (SIGKILL while stopped, then started again), finds the leader key taken and demotes
+        it. A Patroni 3.0 thawed in place now and then took its leader key back from the
+        promoted node (a split brain that a watchdog prevents in production), so the
+        check does not thaw it."""
+        patroni = node.process
+        if patroni is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(patroni.pid, signal.SIGKILL)
+            node.frozen = [pid for pid in node.frozen if pid != patroni.pid]
+            patroni.wait(10)
         self._thaw(node)
+        self.start_node(node)
 
 
 def _children(pid: int) -> list[int]:
