@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from events_receiver import Receiver, running_receiver
 from postgres_support import JOBS_QUEUE
 
 import txqueue
@@ -17,3 +18,18 @@ def db(pg_database_url: str) -> Iterator[txqueue.Database]:
     with txqueue.connect(pg_database_url) as database:
         database.update_ddl([JOBS_QUEUE])
         yield database
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A local HTTP server recording the deliveries it receives (tests/integration/events_receiver)."""
+    with running_receiver() as server:
+        yield server
+
+
+@pytest.fixture
+def events(db: txqueue.Database) -> txqueue.Events:
+    """The event layer over the module's ``db``, with the bus ``orders``."""
+    events = txqueue.Events(db)
+    events.create_bus("orders")
+    return events

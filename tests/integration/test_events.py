@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cloudevents.core.v1.event import CloudEvent
-from events_receiver import Receiver, running_receiver, wait_until
+from events_receiver import Receiver, wait_until
 
 import txqueue
 from txqueue.events.records import DELIVERIES
@@ -20,23 +20,10 @@ PAID = "com.shop.order.paid"
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
-
-
-@pytest.fixture
 def db(database_url: str) -> Iterator[txqueue.Database]:
     database = txqueue.connect(database_url)
     yield database
     database.close()
-
-
-@pytest.fixture
-def events(db: txqueue.Database) -> txqueue.Events:
-    events = txqueue.Events(db)
-    events.create_bus("orders")
-    return events
 
 
 @pytest.fixture

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from events_receiver import Receiver, running_receiver
+from events_receiver import Receiver
 
 import txqueue
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 async def test_async_publish_in_a_transaction_and_deliver(

@@ -7,21 +7,13 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
-from events_receiver import Receiver, running_receiver, wait_until
+from events_receiver import Receiver, wait_until
 
 import txqueue
 from txqueue.cli.main import main
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 def run(database: str, *args: str, code: int = 0) -> str:

@@ -10,7 +10,7 @@ from contextlib import closing
 from datetime import timedelta
 
 import pytest
-from events_receiver import Receiver, running_receiver, wait_until
+from events_receiver import Receiver, wait_until
 
 import txqueue
 from txqueue.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -20,23 +20,10 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
-
-
-@pytest.fixture
 def db(database_url: str) -> Iterator[txqueue.Database]:
     database = txqueue.connect(database_url)
     yield database
     database.close()
-
-
-@pytest.fixture
-def events(db: txqueue.Database) -> txqueue.Events:
-    events = txqueue.Events(db)
-    events.create_bus("orders")
-    return events
 
 
 @pytest.fixture

@@ -13,18 +13,12 @@ from contextlib import ExitStack
 from datetime import timedelta
 
 import pytest
-from events_receiver import Receiver, running_receiver, wait_until
+from events_receiver import Receiver, wait_until
 
 import txqueue
 
 SECOND = timedelta(seconds=1)
 EVENTS = 200
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 @pytest.fixture

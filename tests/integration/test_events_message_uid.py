@@ -4,22 +4,14 @@ work unchanged); a replay carries its new message_uid in both. Both engines, a r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from cloudevents.core.v1.event import CloudEvent
-from events_receiver import Receiver, running_receiver, wait_until
+from events_receiver import Receiver, wait_until
 
 import txqueue
 
 SECOND = timedelta(seconds=1)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 def test_deliveries_carry_the_message_uid_under_both_names(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from events_receiver import Receiver, running_receiver
+from events_receiver import Receiver
 
 import txqueue
 from txqueue.events.cloudevent import coerce_event, to_binary_http
@@ -24,12 +24,6 @@ EVENT = {
     "region": "eu",
     "data": {"order": 1, "note": "é"},
 }
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from events_receiver import Receiver, running_receiver, wait_until
+from events_receiver import Receiver, wait_until
 
 import txqueue
 from txqueue.cli.main import main
@@ -29,23 +29,10 @@ NOWHERE = "http://127.0.0.1:9/nowhere"  # never reached: every pipeline here is 
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
-
-
-@pytest.fixture
 def db(database_url: str) -> Iterator[txqueue.Database]:
     database = txqueue.connect(database_url)
     yield database
     database.close()
-
-
-@pytest.fixture
-def events(db: txqueue.Database) -> txqueue.Events:
-    events = txqueue.Events(db)
-    events.create_bus("orders")
-    return events
 
 
 @pytest.fixture

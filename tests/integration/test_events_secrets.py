@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from events_receiver import Receiver, running_receiver, wait_until
+from events_receiver import Receiver, wait_until
 
 import txqueue
 from txqueue.cli.main import main
@@ -20,12 +20,6 @@ SECOND = timedelta(seconds=1)
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ROTATED = "whsec_bmV3IHNlY3JldCBmb3Igcm90YXRpb24="
 VARIABLE = "TXQUEUE_TEST_SIGNING_SECRET"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
-from events_receiver import Receiver, running_receiver
+from events_receiver import Receiver
 
 import txqueue
 from txqueue.cli.main import main
@@ -17,12 +17,6 @@ from txqueue.errors import InvalidArgument
 
 SECOND = timedelta(seconds=1)
 DELAY_RANGE = r"must be between 1 s and 600 s, got 0 s"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from events_receiver import Receiver, running_receiver
+from events_receiver import Receiver
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -273,12 +273,6 @@ async def test_worker_spans_metrics_and_log_ids(
     trace_id = format(user.get_span_context().trace_id, "032x")
     logged = [r for r in caplog.records if getattr(r, "outcome", None) == "dead_lettered"]
     assert logged and logged[0].trace_id == trace_id  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as server:
-        yield server
 
 
 def _receiver_span(otel: Otel, request: Any) -> Any:
