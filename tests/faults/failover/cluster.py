@@ -333,10 +333,18 @@ class Cluster:
         self._patronictl(["reinit", SCOPE, name, "--force"])
 
     def _patronictl(self, arguments: list[str]) -> None:
+        # Its output goes to a file, not a pipe: a run once waited on the pipes of a
+        # patronictl that had exited.
+        with open(self.directory / "patronictl.log", "ab") as output:
+            self._run_patronictl(arguments, output)
+
+    def _run_patronictl(self, arguments: list[str], output: Any) -> None:
         subprocess.run(
             ["patronictl", "-c", str(self.nodes[0].config), *arguments],
             check=True,
-            capture_output=True,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             timeout=120,
             **self._as,
             env={
