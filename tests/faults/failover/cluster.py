@@ -79,6 +79,22 @@ class Node:
         except (OSError, ValueError):
             return 0, None
 
+    def post(self, path: str, body: dict[str, Any], timeout: float = 60.0) -> int:
+        """POST JSON to Patroni's REST API; the HTTP status (0 when it does not answer)."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.rest_port}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except OSError:
+            return 0
+
     def postmaster_pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError, IndexError):
             return int((self.data_dir / "postmaster.pid").read_text().split()[0])
@@ -329,30 +345,9 @@ class Cluster:
         ]
 
     def reinit(self, name: str) -> None:
-        """``patronictl reinit``: a replica that cannot follow is rebuilt from the leader."""
-        self._patronictl(["reinit", SCOPE, name, "--force"])
-
-    def _patronictl(self, arguments: list[str]) -> None:
-        # Its output goes to a file, not a pipe: a run once waited on the pipes of a
-        # patronictl that had exited.
-        with open(self.directory / "patronictl.log", "ab") as output:
-            self._run_patronictl(arguments, output)
-
-    def _run_patronictl(self, arguments: list[str], output: Any) -> None:
-        subprocess.run(
-            ["patronictl", "-c", str(self.nodes[0].config), *arguments],
-            check=True,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-            **self._as,
-            env={
-                "PATH": f"{BIN_DIR}:/usr/bin:/bin",
-                "HOME": str(self.directory),
-                "LANG": "C.UTF-8",
-            },
-        )
+        """Rebuild replica ``name`` from the leader (Patroni's POST /reinitialize)."""
+        node = next(node for node in self.nodes if node.name == name)
+        node.post("/reinitialize", {"force": True})
 
     def urls(self) -> list[tuple[str, int]]:
         return [("127.0.0.1", node.port) for node in self.nodes]
@@ -360,8 +355,11 @@ class Cluster:
     # ---- faults --------------------------------------------------------------------------
 
     def switchover(self, old: Node) -> None:
-        """``patronictl switchover`` away from ``old`` (to any healthy candidate)."""
-        self._patronictl(["switchover", SCOPE, "--leader", old.name, "--force"])
+        """A switchover away from ``old`` (Patroni's POST /switchover, what ``patronictl
+        switchover`` sends; patronictl 3.0 itself sometimes did not exit afterwards)."""
+        status = old.post("/switchover", {"leader": old.name})
+        if status != 200:
+            raise RuntimeError(f"switchover from {old.name} refused: HTTP {status}")
 
     def crash(self, node: Node) -> None:
         """kill -9 of the node: its Patroni and its postmaster (the postmaster's children
