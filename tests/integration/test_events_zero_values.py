@@ -46,10 +46,10 @@ def test_a_zero_retry_delay_is_refused_not_ignored(
             events.update_pipeline("p", **{field: timedelta(0)})  # type: ignore[arg-type]
         option = "--" + field.replace("_", "-")
         out = cli(database_url, "pipelines", "update", "p", f"{option}=0", code=1)
-        assert f"InvalidArgument: {field} must be between 1 s and 600 s, got 0 s" in out
+        assert f"InvalidArgument: {option} must be between 1 s and 600 s, got 0 s" in out
         out = cli(database_url, "pipelines", "create", "r", "--destination", "bus:orders",
                   f"{option}=0", code=1)  # fmt: skip
-        assert f"{field} must be between 1 s and 600 s" in out
+        assert f"{option} must be between 1 s and 600 s" in out
     assert events.get_pipeline("p") == before
 
 
