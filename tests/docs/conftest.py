@@ -35,6 +35,10 @@ from txqueue.sql import StreamingResultSet, split_script, statement_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
+#: The documents with a block to run (the others would only be skipped).
+RUNNABLE = [d for d in DOCUMENTS if re.search(r"^```(python|sql)\b", (ROOT / d).read_text(), re.M)]
+#: The documents written for users: all but the log of every measurement round.
+USER_DOCUMENTS = [d for d in DOCUMENTS if d != "docs/performance-history.md"]
 SQLITE_URL = re.compile(r"sqlite:///[\w.-]+\.db")
 
 # engine -> blocks that ran to the end on it (skipped blocks are not counted)
@@ -124,9 +128,14 @@ docs = Sybil(
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test taking ``document`` runs once per document (paths relative to the root)."""
+    """A test taking ``document`` runs once per document (paths relative to the root); one
+    that takes ``runnable_document`` once per document with a python or sql block."""
     if "document" in metafunc.fixturenames:
         metafunc.parametrize("document", DOCUMENTS)
+    if "runnable_document" in metafunc.fixturenames:
+        metafunc.parametrize("runnable_document", RUNNABLE)
+    if "user_document" in metafunc.fixturenames:
+        metafunc.parametrize("user_document", USER_DOCUMENTS)
 
 
 @pytest.fixture(scope="session")
