@@ -110,7 +110,7 @@ def process_then_ack(
     another worker received the message, the ack fails (``FailedPrecondition``, or
     ``NotFound`` once that worker acked) and the whole transaction — effects included — rolls
     back. So an effect written through ``txn`` is applied exactly once per message, however
-    often the message is delivered (seed 000, "Geänderte Zeilen bestätigen"). The effect may
+    often the message is delivered (Spanner's advice: assert the modified rows). The effect may
     run more than once (``run_in_transaction`` re-runs it after an abort); keep anything
     outside the database out of it.
     """
@@ -133,7 +133,7 @@ def ack_and_resend_later(
 ) -> Scheduled:
     """Ack ``message`` and send a follow-up ``key`` due in ``delay``, in one transaction.
 
-    For work longer than a lease that must run at most once per delivery (seed 003): call
+    For work longer than a lease that must run at most once per delivery (Spanner's long-running tasks): call
     this on arrival, do the work, then ack the follow-up with ``process_then_ack(db,
     follow_up, effect)``. If the worker dies during the work, the follow-up comes due after
     ``delay`` and the work is retried then, not at once; if this call returns, the original
@@ -163,7 +163,7 @@ def checkpoint(
 ) -> Scheduled:
     """Ack ``current`` and send ``key`` carrying ``state``, due in ``delay``, atomically.
 
-    Long work in steps (seed 003, "Lang andauernde Aufgaben als Prüfpunkt speichern"):
+    Long work in steps (Spanner's checkpointed long-running tasks):
     after each step, checkpoint; the new message is the task's only record, so there is
     always exactly one. If the worker dies, the last checkpoint comes due after ``delay``
     and whoever receives it resumes from ``state``; until then no one else starts the task.

@@ -124,7 +124,7 @@ class AsyncDriver(Protocol):
         """Lease what is ready now (maybe nothing), on a pooled connection, without waiting."""
 
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
-        """Renew leases by token; expired or unparseable tokens yield no row (SPEC §3)."""
+        """Renew leases by token; expired or unparseable tokens yield no row (as Spanner's RENEWLEASE)."""
 
     async def release(self, params: ReleaseParams) -> int:
         """Give up live leases by token; returns how many were released."""

@@ -121,7 +121,7 @@ class Driver(Protocol):
         """Lease what is ready now (maybe nothing), on a pooled connection, without waiting."""
 
     def renew(self, params: RenewParams) -> list[LeaseRenewal]:
-        """Renew leases by token; expired or unparseable tokens yield no row (SPEC §3)."""
+        """Renew leases by token; expired or unparseable tokens yield no row (as Spanner's RENEWLEASE)."""
 
     def release(self, params: ReleaseParams) -> int:
         """Give up live leases by token; returns how many were released."""

@@ -42,7 +42,7 @@ _TOKEN = re.compile(rf"[0-9a-f]{{{STORED_TOKEN_LENGTH}}}(?:\.[0-9a-f]{{1,16}})?\
 def redelivery_backoff(expired_leases: int) -> timedelta:
     """Delay after the n-th expired lease before the message is receivable again.
 
-    ``min(2^(n-1) s, 1 h)``: 1 s, 2 s, 4 s, … capped at an hour (SPEC §3, a decision: Spanner
+    ``min(2^(n-1) s, 1 h)``: 1 s, 2 s, 4 s, … capped at an hour (txqueue's choice: Spanner
     documents "backoff during the first hour, then hourly"). n = 0 means no delay.
     """
     if expired_leases <= 0:

@@ -2,7 +2,7 @@
 
 Delay before retry k (k = 1 for the first retry) is ``min(min_retry_delay * 2^(k-1),
 max_retry_delay)``; the factor 2 is fixed, so min = max gives linear (constant) backoff, and
-``max_attempts = 1`` means no retry at all (seed 004).
+``max_attempts = 1`` means no retry at all (as in Eventarc Advanced).
 """
 
 from __future__ import annotations

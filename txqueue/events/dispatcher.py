@@ -424,7 +424,7 @@ class AsyncDispatcher:
 def _problem(
     pipeline: Pipeline | None, name: str, event: CloudEvent, delivery: Delivery
 ) -> str | None:
-    """Why the delivery fails before reaching its destination, or None (seed 004: permanent)."""
+    """Why the delivery fails before reaching its destination, or None (Eventarc Advanced: permanent)."""
     if pipeline is None:
         return f"pipeline {name!r} does not exist (deleted after the event was routed)"
     if pipeline.destination.kind == "bus" and delivery.hops >= MAX_HOPS:

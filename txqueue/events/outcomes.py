@@ -1,6 +1,6 @@
 """Delivery outcomes: which HTTP statuses are retried, and how long to wait before the retry.
 
-The classes follow Eventarc Advanced (seed 004): 408, 409, 429, 500, 502, 503 and 504 are
+The classes follow Eventarc Advanced: 408, 409, 429, 500, 502, 503 and 504 are
 transient and retried; every other non-2xx status is permanent. Redirects are not followed, so
 a 3xx is permanent too, as is a 1xx final status.
 """

@@ -1,7 +1,7 @@
 """A pipeline's input payload format: JSON data, optionally checked against a JSON Schema.
 
-An event that does not fit fails permanently before delivery (seed 004: "das Ereignis
-entspricht nicht dem konfigurierten erwarteten Schema"); retrying could never fix it.
+An event that does not fit fails permanently before delivery (as in Eventarc Advanced:
+the event does not match the configured schema); retrying could never fix it.
 
 A schema never makes txqueue read a file or fetch a URL: validators resolve references in a
 registry that retrieves nothing, and `check_schema` refuses any ``$ref`` (``$dynamicRef``,

@@ -142,7 +142,7 @@ class App:
         transactional: bool = False,
         lease_duration: timedelta | str = DEFAULT_LEASE,
     ) -> Callable[[F], F]:
-        """Register a function run once per period through ``queue`` (seed 003 "periodic").
+        """Register a function run once per period through ``queue`` (Spanner's periodic-action scenario).
 
         Each run's message has the key ``(name, slot)``; the worker acks it and sends the next
         slot's message in one transaction, and seeds the first one when it starts. Keys are

@@ -3,7 +3,7 @@ turns a handler's result into what happens to the message.
 
 Return → ack. ``Retry`` → release after a delay. ``GiveUp`` → dead letter now. Any other
 exception → the handler's ``RetryPolicy``: released with the error while attempts remain,
-dead-lettered with it after the last one (Eventarc Advanced's semantics, seed 004). The rule is
+dead-lettered with it after the last one (Eventarc Advanced's semantics). The rule is
 pure (no I/O) so it is unit-tested alone and shared by the worker and ``txqueue.testing``.
 """
 

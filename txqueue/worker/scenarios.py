@@ -1,4 +1,4 @@
-"""Helpers for the scenarios of seed 003: periodic runs, checkpoints, joins.
+"""Helpers for Spanner's queue scenarios: periodic runs, checkpoints, joins.
 
 - periodic: one message per schedule slot, keyed ``(name, slot)``; the run acks its message and
   sends the next slot's in one transaction. Keys are deterministic, so a duplicate send (a

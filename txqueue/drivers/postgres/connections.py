@@ -6,7 +6,7 @@ connection (both faces; the drivers' pools make these instead of plain connectio
   configures it.
 - ``execute_kept``: ``execute`` on one cursor kept for the connection's life. psycopg's
   ``connection.execute`` makes a cursor per statement, whose cache of adapters starts
-  empty: ~12 µs of client CPU a statement (fifteenth round), about a tenth of a lone
+  empty: ~12 µs of client CPU a statement, about a tenth of a lone
   send's. Only for statements with a small result, read before the connection runs
   another: the kept cursor holds it until then, idle in the pool too, so never for rows
   carrying payloads. Never inside a pipeline.

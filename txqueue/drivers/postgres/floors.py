@@ -19,7 +19,7 @@ the oldest for the rest of its batch at once, a stream with its next receive
 (``AsyncPostgresDriver.lease``), so such a message is not left behind while a batch has room
 for it. Only while receives keep coming back full may it wait behind newer ones, and one
 receive every ``FULL_SCAN_PERIOD`` starts from the oldest. Order is oldest deliver time
-first, best effort (SPEC §3); nothing waits longer than that.
+first, best effort (as Spanner promises); nothing waits longer than that.
 """
 
 from __future__ import annotations

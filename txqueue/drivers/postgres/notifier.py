@@ -15,7 +15,7 @@ their own within the driver's fallback poll, as they do for a NOTIFY that never 
 A round is one simple-protocol query of ``pg_notify`` calls on literals, run by libpq itself
 (``PGconn.exec_``, without the GIL). Run through a cursor, a round cost the thread ~220 µs
 of CPU while lone sends committed beside it (one round per ~5 sends: a quarter of a lone
-send's client CPU); now ~130 µs (fifteenth round).
+send's client CPU); now ~130 µs (docs/performance.md).
 """
 
 from __future__ import annotations

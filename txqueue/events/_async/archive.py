@@ -55,7 +55,7 @@ class AsyncArchive(AsyncPublisher):
     ) -> list[UndeliveredMessage]:
         """Archived messages whose delivery failed for good and that were not replayed yet.
 
-        The archive joined with the attempt log on message_uid (seed 004's BigQuery query).
+        The archive joined with the attempt log on message_uid (as Eventarc Advanced's BigQuery example does).
         ``pipeline=""`` selects messages that no enrollment matched.
         """
         sql, params = _UNDELIVERED, list[Any]()
