@@ -34,11 +34,13 @@ FILES = {
     "txqueue/drivers/postgres/_async.py": "txqueue/drivers/postgres/_sync.py",
     "txqueue/drivers/postgres/_async_dead_letters.py": "txqueue/drivers/postgres/_sync_dead_letters.py",
     "txqueue/drivers/postgres/_async_transaction.py": "txqueue/drivers/postgres/_sync_transaction.py",
+    "txqueue/drivers/postgres/_async_server.py": "txqueue/drivers/postgres/_sync_server.py",
 }
 NAMES = {
     "_async": "_sync",
     "_async_dead_letters": "_sync_dead_letters",
     "_async_transaction": "_sync_transaction",
+    "_async_server": "_sync_server",
     "connect_async": "connect",
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",

@@ -11,17 +11,14 @@ behind PgBouncer's transaction pooling, or for sends made with plain SQL).
 from __future__ import annotations
 
 import json
-import os
-import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.pq import ExecStatus
 from psycopg_pool import AsyncConnectionPool
 
-from txqueue._async._compat import monotonic, run_blocking, sleep, wait_readable
+from txqueue._async._compat import monotonic, run_blocking, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
@@ -44,19 +41,18 @@ from txqueue.drivers.base import (
     begin_sqlalchemy,
 )
 from txqueue.drivers.postgres import _async_dead_letters as dead_letters
+from txqueue.drivers.postgres import _async_server as server
 from txqueue.drivers.postgres._async_transaction import AsyncPostgresTransaction, read_catalog
 from txqueue.drivers.postgres.codec import (
     map_errors,
     messages_from_rows,
-    refused_for_good,
     stored_token,
     token_location,
     utc,
 )
-from txqueue.drivers.postgres.connections import AsyncPooledConnection, has_input
+from txqueue.drivers.postgres.connections import AsyncPooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.notifier import Notifier
-from txqueue.drivers.postgres.reachability import connect_failure, report_retry, server_name
 from txqueue.drivers.postgres.statements import (
     ADD_TRACE_COLUMNS,
     CATALOG,
@@ -65,7 +61,6 @@ from txqueue.drivers.postgres.statements import (
     FORGET_COMMITS,
     RECORD_DIALECT,
     RECORDED_DIALECT,
-    RESOLVER_BARRIER,
     STATISTICS_STALE,
     create_index,
     create_table,
@@ -73,7 +68,7 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
-from txqueue.errors import InvalidArgument, TxqueueError, Unavailable
+from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.models import DeadLetter, LeaseRenewal, Message
 
 __all__ = ["AsyncPostgresDriver"]
@@ -165,7 +160,7 @@ class AsyncPostgresDriver:
             configure=self._configure,
             open=False,
             timeout=30.0,
-            check=_check_lent,
+            check=server.check_lent,
         )
         self.dialect = Dialect.POSTGRESQL  # until initialize
         self.deliver_column = DELIVER_TIME[self.dialect]
@@ -201,7 +196,7 @@ class AsyncPostgresDriver:
         (the pool would retry it until its timeout, and report only that it timed out)."""
         started = monotonic()
         with map_errors():
-            await _wait_for_server(self._conninfo)
+            await server.wait_for_server(self._conninfo, OPEN_TIMEOUT)
             await self._pool.open(wait=False)
             try:
                 await self._pool.wait(timeout=max(OPEN_TIMEOUT - (monotonic() - started), 1.0))
@@ -504,7 +499,7 @@ class AsyncPostgresDriver:
         then its transaction may still be finishing COMMIT. Past a bound that backend is
         terminated, which settles its outcome. A server restart ends it too; the marker is as
         durable as the commit. The answer stands only once the resolver's own synchronous
-        commit, made after the read, is acknowledged (``_replicated``): the marker read is
+        commit, made after the read, is acknowledged (``server.replicated``): the marker read is
         then on the standbys a failover may promote, and a primary that lost its place
         cannot acknowledge it. Never guesses.
         """
@@ -531,7 +526,7 @@ class AsyncPostgresDriver:
                             marker = await cursor.fetchone()
                             committed = marker is not None and marker[0] == token
                             left = RESOLVE_TIMEOUT - (monotonic() - started)
-                            if not await _replicated(connection, min(BARRIER_TIMEOUT, left)):
+                            if not await server.replicated(connection, min(BARRIER_TIMEOUT, left)):
                                 break  # ask again on a fresh connection, maybe elsewhere
                             return "committed" if committed else "aborted"
                         if not terminated and monotonic() - started > IN_PROGRESS_BOUND:
@@ -564,74 +559,6 @@ async def _rows(cursor: Any) -> Rows:
     access (~7 µs for receive's six), and only "any?" matters."""
     result = cursor.pgresult
     return list(await cursor.fetchall()) if result is not None and result.nfields > 0 else []
-
-
-async def _replicated(connection: Any, timeout: float) -> bool:
-    """Commit one small write with ``synchronous_commit = on`` and wait up to ``timeout``
-    for the reply: it comes once the server's synchronous standbys (at once when it has
-    none) hold its WAL, so every commit before it too. False without a reply in time, and
-    the connection is closed: cancelling the wait would let this commit through
-    unreplicated with no more than a warning. COMMIT is sent by libpq directly, and waited
-    for on its socket, because a blocking execute could not be given up."""
-    # No statement_timeout: one firing during the wait would cancel it, the same way.
-    await connection.execute(
-        "BEGIN; SET LOCAL synchronous_commit = on; SET LOCAL statement_timeout = 0"
-    )
-    await connection.execute(RESOLVER_BARRIER)
-    pgconn = connection.pgconn
-    deadline = monotonic() + timeout
-    pgconn.send_query(b"COMMIT")
-    with socket.socket(fileno=os.dup(pgconn.socket)) as sock:
-        while pgconn.flush() or pgconn.is_busy():  # a few bytes: sent at once
-            remaining = deadline - monotonic()
-            if remaining <= 0 or not await wait_readable(sock, remaining):
-                await connection.close()
-                return False
-            pgconn.consume_input()
-    replied = True
-    while (result := pgconn.get_result()) is not None:
-        replied = replied and result.status == ExecStatus.COMMAND_OK
-    return replied
-
-
-async def _check_lent(connection: Any) -> None:
-    """Before the pool lends an idle connection: one whose server ended it (a failover
-    restarts the old primary; an administrator terminated it) has something to read on its
-    socket, and only then is it checked with a round trip, which fails for an ended one:
-    the pool then discards it and lends another."""
-    if has_input(connection):
-        await AsyncConnectionPool.check_connection(connection)
-
-
-async def _wait_for_server(conninfo: str) -> None:
-    """Connect directly until the server answers, for up to ``OPEN_TIMEOUT``: a refusal for
-    good (no such database or role, a wrong password) fails at once; a server that is down or
-    starting up is tried again with growing pauses, each failure reported (``reachability``),
-    and the final Unavailable carries the last reason. The pool opens only after this."""
-    server = server_name(conninfo)
-    started = monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        remaining = OPEN_TIMEOUT - (monotonic() - started)
-        try:
-            probe = await psycopg.AsyncConnection.connect(
-                conninfo, connect_timeout=max(2, int(remaining))
-            )
-        except psycopg.OperationalError as error:
-            if refused_for_good(error):
-                raise
-            reason = connect_failure(error)
-            waited = monotonic() - started
-            if waited >= OPEN_TIMEOUT:
-                raise Unavailable(
-                    f"PostgreSQL at {server} did not answer within {OPEN_TIMEOUT:g} s: {reason}"
-                ) from error
-            report_retry(attempt, server, reason, waited, OPEN_TIMEOUT)
-            await sleep(min(0.5 * 2 ** (attempt - 1), 5.0, OPEN_TIMEOUT - waited))
-            continue
-        await probe.close()
-        return
 
 
 def _own_connection(connection: Any) -> Any:
