@@ -268,14 +268,16 @@ def start_process(message: Any, store: Any) -> Any:
     )
 
 
-@contextlib.contextmanager
-def current(span: Any) -> Iterator[None]:
+#: What `current` gives for no span: one shared context manager that does nothing (the worker
+#: asks for every message, so no generator-based context manager is built then).
+_NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def current(span: Any) -> contextlib.AbstractContextManager[Any]:
     """Make ``span`` (which may be None) the current span for the block; it stays open."""
     if span is None:
-        yield
-        return
-    with _api.trace.use_span(span, end_on_exit=False, record_exception=False):
-        yield
+        return _NO_SPAN
+    return _api.trace.use_span(span, end_on_exit=False, record_exception=False)  # type: ignore[no-any-return]
 
 
 #: Settling events by outcome: name, and whether the run failed.
