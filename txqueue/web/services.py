@@ -1,0 +1,502 @@
+"""What the dashboard's pages and its HTTP API read and change, as plain functions.
+
+Both faces call these, so a page and the API show the same numbers and validate the same way:
+every input goes through the library (which raises InvalidArgument naming the field) before
+anything is written. Each function takes the sync `txqueue.Database` (or `txqueue.Events`)
+and returns plain dataclasses.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import txqueue
+from txqueue.core.schema import ColumnType, Table
+from txqueue.errors import InvalidArgument
+from txqueue.models import DeadLetter
+
+if TYPE_CHECKING:
+    from txqueue.events._sync.events import Events
+    from txqueue.events.records import DeliveryAttempt, UndeliveredMessage
+    from txqueue.events.resources import Bus, Enrollment, Pipeline
+    from txqueue.models import StoredMessage
+
+__all__ = [
+    "MESSAGE_STATES",
+    "MessagePage",
+    "PayloadViews",
+    "PipelineRow",
+    "QueueRow",
+    "ThroughputSeries",
+    "UndeliveredRow",
+    "dead_letters",
+    "encode_payload",
+    "key_from_json",
+    "key_to_json",
+    "message",
+    "overview",
+    "parse_key",
+    "parse_prefix",
+    "payload_views",
+    "pipeline_row",
+    "pipelines",
+    "purge_dead_letters",
+    "queue_page",
+    "replay_dead_letters",
+    "replay_undelivered",
+    "rfc3339",
+    "throughput",
+    "undelivered",
+    "update_pipeline",
+    "workers",
+]
+
+MESSAGE_STATES = ("ready", "leased", "scheduled")
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+
+
+def rfc3339(moment: datetime | None) -> str | None:
+    """A timestamp as RFC 3339 in UTC (``2026-12-03T09:01:03.123456Z``)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+# ---- keys ------------------------------------------------------------------------------------
+
+
+def key_to_json(table: Table, key: tuple[Any, ...]) -> list[Any]:
+    """A primary key as a JSON array: bytes as base64, timestamps as RFC 3339, dates ISO."""
+    return [_part_to_json(part) for part in key]
+
+
+def _part_to_json(part: Any) -> Any:
+    if isinstance(part, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(part)).decode("ascii")
+    if isinstance(part, datetime):
+        return rfc3339(part)
+    if isinstance(part, date):
+        return part.isoformat()
+    if isinstance(part, Decimal):
+        return str(part)
+    return part
+
+
+def key_from_json(table: Table, value: Any, field: str = "key") -> tuple[Any, ...]:
+    """A JSON array back into a key of ``table``, each part read by its column's type
+    (InvalidArgument naming ``field`` when a part cannot be one)."""
+    if not isinstance(value, list):
+        raise InvalidArgument(f"{field} must be a JSON array of the key's parts, got {value!r}")
+    columns = table.key_columns
+    if len(value) > len(columns):
+        raise InvalidArgument(
+            f"{field} of {table.name} has at most {len(columns)} part(s), got {len(value)}"
+        )
+    return tuple(
+        _part_from_json(column.type, part, f"{field}[{index}]")
+        for index, (column, part) in enumerate(zip(columns, value))
+    )
+
+
+def _part_from_json(kind: ColumnType, part: Any, field: str) -> Any:
+    if not isinstance(part, str):
+        return part  # numbers, bools and null are JSON's own; the library checks their type
+    try:
+        if kind is ColumnType.BYTES:
+            return base64.b64decode(part, validate=True)
+        if kind is ColumnType.TIMESTAMP:
+            moment = datetime.fromisoformat(part.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                raise ValueError("no time zone")
+            return moment
+        if kind is ColumnType.DATE:
+            return date.fromisoformat(part)
+        if kind is ColumnType.NUMERIC:
+            return Decimal(part)
+    except (ValueError, binascii.Error, ArithmeticError) as error:
+        raise InvalidArgument(f"{field} is not a {kind.value} value: {part!r}") from error
+    return part
+
+
+def parse_key(table: Table, text: str, field: str = "key") -> tuple[Any, ...]:
+    """A key written as JSON (``[124, "welcome"]``); InvalidArgument when it is not one."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as error:
+        raise InvalidArgument(f"{field} must be a JSON array, got {text!r}") from error
+    key = key_from_json(table, value, field)
+    if len(key) != len(table.key_columns):
+        raise InvalidArgument(
+            f"{field} of {table.name} must have {len(table.key_columns)} part(s), got {len(key)}"
+        )
+    return key
+
+
+def parse_prefix(table: Table, text: str | None) -> tuple[Any, ...] | None:
+    """The filter's key prefix: a JSON array of leading parts, or plain text matched as the
+    start of the first key column (when it is a STRING)."""
+    if text is None or not text.strip():
+        return None
+    stripped = text.strip()
+    if stripped.startswith("["):
+        return key_from_json(table, _json(stripped, "prefix"), "prefix")
+    first = table.key_columns[0].type
+    if first is ColumnType.STRING:
+        return (text,)
+    return key_from_json(table, [_json(stripped, "prefix")], "prefix")
+
+
+def _json(text: str, field: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise InvalidArgument(f"{field} is not JSON: {text!r}") from error
+
+
+# ---- payloads --------------------------------------------------------------------------------
+
+
+def encode_payload(payload: Any) -> dict[str, Any]:
+    """A payload for JSON: bytes as base64, a STRING as text, a JSON column's value as itself."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return {"encoding": "base64", "value": base64.b64encode(bytes(payload)).decode("ascii")}
+    if isinstance(payload, str):
+        return {"encoding": "text", "value": payload}
+    return {"encoding": "json", "value": payload}
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadViews:
+    """A payload three ways; ``json`` is None when it is not JSON."""
+
+    json: str | None
+    text: str
+    hex: str
+
+
+def payload_views(payload: Any) -> PayloadViews:
+    """The payload as pretty JSON (when it parses), as text (UTF-8, undecodable bytes
+    replaced) and as hex bytes."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        raw = bytes(payload)
+        text = raw.decode("utf-8", errors="replace")
+    elif isinstance(payload, str):
+        raw, text = payload.encode("utf-8", errors="surrogatepass"), payload
+    else:
+        text = json.dumps(payload, ensure_ascii=False)
+        raw = text.encode("utf-8")
+    pretty: str | None
+    try:
+        pretty = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = None
+    return PayloadViews(pretty, text, raw.hex(" "))
+
+
+# ---- queues ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """One queue on the overview; ``estimated`` counts come from the planner's statistics."""
+
+    name: str
+    ready: int
+    leased: int
+    scheduled: int
+    dead_letters: int
+    oldest_ready_age_seconds: float | None
+    estimated: bool
+
+
+def overview(database: txqueue.Database) -> list[QueueRow]:
+    """Every queue with its counts (estimated where counting would scan millions of rows)."""
+    rows = []
+    for table in database.queues():
+        info = _queue_info(database, table.name)
+        rows.append(
+            QueueRow(
+                info.name,
+                info.ready,
+                info.leased,
+                info.scheduled,
+                info.dead_letters,
+                info.oldest_ready_age_seconds,
+                bool(getattr(info, "estimated", False)),
+            )
+        )
+    return rows
+
+
+def _queue_info(database: txqueue.Database, name: str) -> txqueue.QueueInfo:
+    reader: Any = database
+    try:
+        info: txqueue.QueueInfo = reader.queue_info(name, estimate=True)
+    except TypeError:  # a library without estimates counts exactly
+        info = database.queue_info(name)
+    return info
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputSeries:
+    """Messages handled per minute (all queues, or one), oldest minute first, gaps as 0."""
+
+    minutes: list[datetime]
+    handled: list[int]
+    failed: list[int]
+    dead_lettered: list[int]
+
+
+def throughput(
+    database: txqueue.Database, *, since: timedelta = timedelta(hours=1), queue: str | None = None
+) -> ThroughputSeries:
+    """The worker registry's per-minute counts over ``since``, one point per minute."""
+    from txqueue.worker import registry  # type: ignore[attr-defined,unused-ignore]
+
+    samples = registry.throughput(database, since=since, queue=queue)
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    count = max(1, int(since.total_seconds() // 60))
+    minutes = [now - timedelta(minutes=count - 1 - index) for index in range(count)]
+    slot = {minute: index for index, minute in enumerate(minutes)}
+    handled, failed, dead = [0] * count, [0] * count, [0] * count
+    for sample in samples:
+        minute = sample.minute.astimezone(timezone.utc).replace(second=0, microsecond=0)
+        index = slot.get(minute)
+        if index is None:
+            continue
+        handled[index] += sample.handled
+        failed[index] += sample.failed
+        dead[index] += sample.dead_lettered
+    return ThroughputSeries(minutes, handled, failed, dead)
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePage:
+    """One page of a queue's messages in key order; ``next_after`` is None on the last."""
+
+    queue: str
+    table: Table
+    messages: list[StoredMessage]
+    next_after: tuple[Any, ...] | None
+
+
+def queue_page(
+    database: txqueue.Database,
+    name: str,
+    prefix: tuple[Any, ...] | None = None,
+    state: str | None = None,
+    after: tuple[Any, ...] | None = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+) -> MessagePage:
+    """A page of messages after the key ``after`` (keyset paging, never OFFSET)."""
+    table = database.queue(name)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidArgument(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}, got {limit!r}")
+    if state is not None and state not in MESSAGE_STATES:
+        raise InvalidArgument(f"state must be one of {', '.join(MESSAGE_STATES)}, got {state!r}")
+    reader: Any = database
+    found: list[StoredMessage] = reader.list_messages(
+        table.name, state=state, key_prefix=prefix, after=after, limit=limit + 1
+    )
+    more = len(found) > limit
+    shown = found[:limit]
+    return MessagePage(table.name, table, shown, shown[-1].key if more and shown else None)
+
+
+def message(database: txqueue.Database, name: str, key: tuple[Any, ...]) -> StoredMessage:
+    """One message by key; NotFound when it is not (or no longer) there."""
+    reader: Any = database
+    found: StoredMessage = reader.get_message(name, key)
+    return found
+
+
+def dead_letters(
+    database: txqueue.Database, name: str, limit: int = MAX_PAGE_SIZE
+) -> list[DeadLetter]:
+    """A queue's dead letters, oldest failure first."""
+    return database.dead_letters(name, limit=limit)
+
+
+def replay_dead_letters(
+    database: txqueue.Database, name: str, keys: list[tuple[Any, ...]] | None
+) -> int:
+    """Send dead letters (those with ``keys``, or all) back to the queue; how many went."""
+    if keys is not None and not keys:
+        raise InvalidArgument("keys must name at least one dead letter (or leave it out: all)")
+    return database.replay_dead_letters(name, keys)
+
+
+def purge_dead_letters(
+    database: txqueue.Database, name: str, keys: list[tuple[Any, ...]] | None
+) -> int:
+    """Delete dead letters (those with ``keys``, or all) for good; how many were deleted."""
+    if keys is not None and not keys:
+        raise InvalidArgument("keys must name at least one dead letter (or leave it out: all)")
+    return database.purge_dead_letters(name, keys)
+
+
+def workers(database: txqueue.Database) -> list[Any]:
+    """The live workers (``txqueue.worker.registry.WorkerInfo``), as the registry knows them."""
+    from txqueue.worker import registry  # type: ignore[attr-defined,unused-ignore]
+
+    return list(registry.workers(database))
+
+
+# ---- events ----------------------------------------------------------------------------------
+
+
+def buses(events: Events) -> list[Bus]:
+    """Every bus."""
+    return events.list_buses()
+
+
+def enrollments(events: Events, bus: str | None = None) -> list[Enrollment]:
+    """Every enrollment (of ``bus``)."""
+    return events.list_enrollments(bus)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineRow:
+    """A pipeline as shown: its signing secret only as whether one is set."""
+
+    name: str
+    destination: str
+    max_attempts: int
+    min_retry_delay: timedelta
+    max_retry_delay: timedelta
+    input_payload_format: str | None
+    has_json_schema: bool
+    secret_set: bool
+    allow_private: bool
+    create_time: datetime | None
+    update_time: datetime | None
+
+
+def pipeline_row(pipeline: Pipeline) -> PipelineRow:
+    """A pipeline without its secret."""
+    return PipelineRow(
+        pipeline.name,
+        str(pipeline.destination),
+        pipeline.retry.max_attempts,
+        pipeline.retry.min_retry_delay,
+        pipeline.retry.max_retry_delay,
+        pipeline.input_payload_format,
+        pipeline.json_schema is not None,
+        pipeline.signing_secret is not None,
+        pipeline.allow_private,
+        pipeline.create_time,
+        pipeline.update_time,
+    )
+
+
+def pipelines(events: Events) -> list[PipelineRow]:
+    """Every pipeline, secrets hidden."""
+    return [pipeline_row(pipeline) for pipeline in events.list_pipelines()]
+
+
+def seconds(value: Any, field: str) -> timedelta | None:
+    """A duration given in seconds (number or numeric text; empty or None: unchanged)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{field} must be a number of seconds, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidArgument(f"{field} must be a number of seconds, got {value!r}") from error
+    if number != number or number in (float("inf"), float("-inf")):
+        raise InvalidArgument(f"{field} must be a finite number of seconds, got {value!r}")
+    if number <= 0:
+        raise InvalidArgument(f"{field} must be more than 0 seconds, got {value!r}")
+    try:
+        return timedelta(seconds=number)
+    except OverflowError as error:
+        raise InvalidArgument(f"{field} is too large: {value!r}") from error
+
+
+def whole_number(value: Any, field: str) -> int | None:
+    """An integer given as a number or text (empty or None: unchanged)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{field} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError as error:
+            raise InvalidArgument(f"{field} must be an integer, got {value!r}") from error
+    raise InvalidArgument(f"{field} must be an integer, got {value!r}")
+
+
+def update_pipeline(
+    events: Events,
+    name: str,
+    *,
+    destination: str | None = None,
+    max_attempts: Any = None,
+    min_retry_delay: Any = None,
+    max_retry_delay: Any = None,
+) -> PipelineRow:
+    """Change a pipeline's destination and retry policy (the page's form and the API's PATCH);
+    every field is checked before anything is saved."""
+    if destination is not None and not isinstance(destination, str):
+        raise InvalidArgument(f"destination must be a string, got {destination!r}")
+    changed = events.update_pipeline(
+        name,
+        destination=destination.strip() if destination and destination.strip() else None,
+        max_attempts=whole_number(max_attempts, "max_attempts"),
+        min_retry_delay=seconds(min_retry_delay, "min_retry_delay"),
+        max_retry_delay=seconds(max_retry_delay, "max_retry_delay"),
+    )
+    return pipeline_row(changed)
+
+
+@dataclass(frozen=True, slots=True)
+class UndeliveredRow:
+    """A message a pipeline gave up on, with that pipeline's attempt log for it."""
+
+    message: UndeliveredMessage
+    attempts: list[DeliveryAttempt]
+
+
+def undelivered(
+    events: Events,
+    *,
+    bus: str | None = None,
+    pipeline: str | None = None,
+    limit: int = MAX_PAGE_SIZE,
+) -> list[UndeliveredRow]:
+    """Undelivered messages, oldest first, each with its attempts."""
+    rows = []
+    for item in events.undelivered(bus=bus, pipeline=pipeline, limit=limit):
+        log = events.attempts(item.message_uid, pipeline=item.pipeline or None)
+        rows.append(UndeliveredRow(item, log))
+    return rows
+
+
+def replay_undelivered(
+    events: Events,
+    message_uids: list[str] | None,
+    *,
+    bus: str | None = None,
+    pipeline: str | None = None,
+) -> list[str]:
+    """Republish undelivered messages (those with ``message_uids``, or all); the new uids."""
+    if message_uids is not None:
+        if not message_uids:
+            raise InvalidArgument("message_uids must name at least one message (or leave it out)")
+        for index, uid in enumerate(message_uids):
+            if not isinstance(uid, str) or not uid:
+                raise InvalidArgument(f"message_uids[{index}] must be a non-empty string")
+    return events.replay(bus=bus, pipeline=pipeline, message_uids=message_uids)
