@@ -35,12 +35,14 @@ FILES = {
     "txqueue/drivers/postgres/_async_dead_letters.py": "txqueue/drivers/postgres/_sync_dead_letters.py",
     "txqueue/drivers/postgres/_async_transaction.py": "txqueue/drivers/postgres/_sync_transaction.py",
     "txqueue/drivers/postgres/_async_server.py": "txqueue/drivers/postgres/_sync_server.py",
+    "txqueue/drivers/postgres/_async_browse.py": "txqueue/drivers/postgres/_sync_browse.py",
 }
 NAMES = {
     "_async": "_sync",
     "_async_dead_letters": "_sync_dead_letters",
     "_async_transaction": "_sync_transaction",
     "_async_server": "_sync_server",
+    "_async_browse": "_sync_browse",
     "connect_async": "connect",
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",

@@ -18,7 +18,14 @@ from txqueue._async.database import (
 from txqueue._sync.database import Batch, Database, Snapshot, Transaction, connect
 from txqueue.core.retry import RetryPolicy
 from txqueue.core.schema import Dialect
-from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo, ResultSet
+from txqueue.models import (
+    DeadLetter,
+    LeaseRenewal,
+    Message,
+    QueueInfo,
+    ResultSet,
+    StoredMessage,
+)
 from txqueue.worker import App, GiveUp, Retry
 
 if TYPE_CHECKING:  # the event layer needs the "events" extra, so it is imported on first use
@@ -83,6 +90,7 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "Snapshot",
+    "StoredMessage",
     "Transaction",
     "UndeliveredMessage",
     "__version__",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, cast
 
-__all__ = ["DeadLetter", "LeaseRenewal", "Message", "QueueInfo", "ResultSet"]
+__all__ = ["DeadLetter", "LeaseRenewal", "Message", "QueueInfo", "ResultSet", "StoredMessage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +82,32 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as it sits in its queue, read without leasing it (browsing, dashboards).
+
+    ``state`` is "ready" (receivable now), "leased" (under a live lease) or "scheduled"
+    (receivable later: its deliver time, a release's delay or a lost lease's backoff is
+    still ahead). ``lease_expiration`` is None when no live lease holds the message.
+    """
+
+    queue: str
+    key: tuple[Any, ...]
+    payload: Any
+    deliver_time: datetime
+    state: str
+    lease_expiration: datetime | None
+    delivery_count: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
-    """Counts describing one queue at one moment."""
+    """Counts describing one queue at one moment.
+
+    ``estimated`` is True when the counts come from engine statistics or a sample rather
+    than from counting every row (``Database.queue_info(..., estimate=True)`` on a large
+    queue).
+    """
 
     name: str
     ready: int
@@ -91,6 +115,7 @@ class QueueInfo:
     scheduled: int
     dead_letters: int
     oldest_ready_age_seconds: float | None
+    estimated: bool = False
 
 
 class ResultSet:

@@ -25,9 +25,11 @@ from txqueue.drivers.base import (
     ReceiveParams,
     ReleaseParams,
     RenewParams,
+    message_missing,
 )
+from txqueue.drivers.browse import browse_params, lookup_params
 from txqueue.errors import Aborted, InvalidArgument, NotFound
-from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo
+from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo, StoredMessage
 from txqueue.sql.ddl import check_against_catalog, parse_ddl, split_statements
 
 __all__ = ["AsyncBatch", "AsyncDatabase", "AsyncSnapshot", "AsyncTransaction", "connect_async"]
@@ -392,10 +394,25 @@ class AsyncDatabase:
         """Forget idempotency-ledger keys recorded longer ago than ``retention``."""
         return await self._driver.expire_ledger(to_duration(retention, "retention"))
 
-    async def queue_info(self, queue: str) -> QueueInfo:
-        """Ready, leased and scheduled counts of a queue."""
+    async def queue_info(self, queue: str, *, estimate: bool = False) -> QueueInfo:
+        """Ready, leased, scheduled and dead-letter counts of a queue, and the age in seconds
+        of its oldest ready message (None when none is ready).
+
+        Exact by default: every message is looked at. With ``estimate`` a queue (or dead
+        letter set) of more than 100,000 rows is not counted row by row: its counts come
+        from a random sample (SQLite: rowid lookups; PostgreSQL: ``TABLESAMPLE SYSTEM``),
+        scaled to its size, and ``estimated`` is True; the oldest ready age is then exact and
+        read from the head of the ready index: how long ago the next message a receive would
+        take became ready (its deliver time, or the end of a release's delay). Smaller
+        queues get exact counts and ``estimated`` False. For dashboards and monitoring.
+        """
+        if not isinstance(estimate, bool):
+            raise InvalidArgument(f"estimate must be a bool, got {type(estimate).__name__}")
         table = await self.queue(queue)
-        counts = await self._driver.queue_counts(table)
+        if estimate:
+            counts = await self._driver.estimate_counts(table)
+        else:
+            counts = await self._driver.queue_counts(table)
         return QueueInfo(
             name=table.name,
             ready=int(counts["ready"]),
@@ -403,7 +420,39 @@ class AsyncDatabase:
             scheduled=int(counts["scheduled"]),
             dead_letters=int(counts.get("dead_letters", 0)),
             oldest_ready_age_seconds=counts["oldest_ready_age_seconds"],
+            estimated=bool(counts.get("estimated", False)),
         )
+
+    async def list_messages(
+        self,
+        queue: str,
+        *,
+        state: str | None = None,
+        key_prefix: Any = None,
+        after: Any = None,
+        limit: int = 50,
+    ) -> list[StoredMessage]:
+        """Messages of ``queue`` in primary-key order, read without leasing them.
+
+        ``state`` keeps only "ready", "leased" or "scheduled" ones; ``key_prefix`` is a tuple
+        of leading key values, each matched exactly except a final string, matched as a
+        string prefix (``%`` and ``_`` are plain characters); ``after`` is the last key of
+        the previous page (keyset paging); ``limit`` is 1 to 1000. Each page is an index
+        range scan, so it costs the same on the first page as deep into a large queue.
+        """
+        table = await self.queue(queue)
+        params = browse_params(table, state, key_prefix, after, limit, self.now())
+        return await self._driver.list_messages(params)
+
+    async def get_message(self, queue: str, key: Any) -> StoredMessage:
+        """The message of ``queue`` with primary key ``key``, read without leasing it;
+        NotFound when there is none."""
+        table = await self.queue(queue)
+        params = lookup_params(table, key, self.now())
+        found = await self._driver.list_messages(params)
+        if not found:
+            raise message_missing(table, params.key_prefix)
+        return found[0]
 
 
 def _mark_last(batch: list[Message]) -> list[Message]:

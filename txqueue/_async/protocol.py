@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from txqueue.core.schema import Catalog, DdlStatement, Dialect, Table
 from txqueue.drivers.base import (
     AckParams,
+    BrowseParams,
     DeadLetterParams,
     DeleteParams,
     ReceiveParams,
@@ -22,7 +23,7 @@ from txqueue.drivers.base import (
     SendParams,
     WriteParams,
 )
-from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
 
 __all__ = ["AsyncDriver", "AsyncDriverTransaction", "AsyncReceiver"]
 
@@ -145,6 +146,14 @@ class AsyncDriver(Protocol):
 
     async def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         """ready / leased / scheduled counts and the oldest ready message's age in seconds."""
+
+    async def estimate_counts(self, queue: Table) -> Mapping[str, Any]:
+        """``queue_counts`` (and "estimated": False) for a small queue; for a large one,
+        counts from a sample or engine statistics ("estimated": True) and the age of the
+        message at the head of the ready index."""
+
+    async def list_messages(self, params: BrowseParams) -> list[StoredMessage]:
+        """Messages in key order, without leasing them (see ``BrowseParams``)."""
 
     async def expire_ledger(self, retention: timedelta) -> int:
         """Forget idempotency-ledger entries older than ``retention``; returns how many."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from txqueue.core.schema import Catalog, DdlStatement, Dialect, Table
 from txqueue.drivers.base import (
     AckParams,
+    BrowseParams,
     DeadLetterParams,
     DeleteParams,
     ReceiveParams,
@@ -23,7 +24,7 @@ from txqueue.drivers.base import (
     SendParams,
     WriteParams,
 )
-from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
 
 __all__ = ["Driver", "DriverTransaction", "Receiver"]
 
@@ -140,6 +141,14 @@ class Driver(Protocol):
 
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         """ready / leased / scheduled counts and the oldest ready message's age in seconds."""
+
+    def estimate_counts(self, queue: Table) -> Mapping[str, Any]:
+        """``queue_counts`` (and "estimated": False) for a small queue; for a large one,
+        counts from a sample or engine statistics ("estimated": True) and the age of the
+        message at the head of the ready index."""
+
+    def list_messages(self, params: BrowseParams) -> list[StoredMessage]:
+        """Messages in key order, without leasing them (see ``BrowseParams``)."""
 
     def expire_ledger(self, retention: timedelta) -> int:
         """Forget idempotency-ledger entries older than ``retention``; returns how many."""

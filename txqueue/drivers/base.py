@@ -17,7 +17,9 @@ from txqueue.core.schema import Table
 from txqueue.errors import AlreadyExists, FailedPrecondition, NotFound
 
 __all__ = [
+    "MESSAGE_STATES",
     "AckParams",
+    "BrowseParams",
     "DeadLetterParams",
     "DeleteParams",
     "ReceiveParams",
@@ -74,6 +76,28 @@ class DeadLetterParams:
     lease_token: str
     error: str
     now: datetime | None = None
+
+
+#: The states of a stored message, as ``StoredMessage.state`` and the browse filter name them.
+MESSAGE_STATES = ("ready", "leased", "scheduled")
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseParams:
+    """Read messages without leasing them, in key order (checked by ``core.browse``).
+
+    ``key_prefix`` holds leading key values, each matched exactly except a final string,
+    matched as a string prefix; ``after`` is the last key of the previous page (keyset
+    paging). With ``exact`` the prefix is a whole key matched exactly (one message).
+    """
+
+    queue: Table
+    state: str | None
+    key_prefix: tuple[Any, ...]
+    after: tuple[Any, ...] | None
+    limit: int
+    now: datetime | None = None
+    exact: bool = False
 
 
 # Sends and acks are made once per message: not frozen, whose __init__ costs ~3x as much.

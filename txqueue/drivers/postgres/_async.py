@@ -34,12 +34,14 @@ from txqueue.core.schema import (
     check_engine_names,
 )
 from txqueue.drivers.base import (
+    BrowseParams,
     DeadLetterParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
     begin_sqlalchemy,
 )
+from txqueue.drivers.postgres import _async_browse as browse
 from txqueue.drivers.postgres import _async_dead_letters as dead_letters
 from txqueue.drivers.postgres import _async_server as server
 from txqueue.drivers.postgres._async_transaction import AsyncPostgresTransaction, read_catalog
@@ -69,7 +71,7 @@ from txqueue.drivers.postgres.statements import (
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
 from txqueue.errors import InvalidArgument, TxqueueError
-from txqueue.models import DeadLetter, LeaseRenewal, Message
+from txqueue.models import DeadLetter, LeaseRenewal, Message, StoredMessage
 
 __all__ = ["AsyncPostgresDriver"]
 
@@ -489,6 +491,14 @@ class AsyncPostgresDriver:
             "oldest_ready_age_seconds": oldest,
             "dead_letters": await self._with_connection(dead_letters.count, queue),
         }
+
+    async def estimate_counts(self, queue: Table) -> Mapping[str, Any]:
+        return await self._with_connection(
+            browse.estimate_counts, queue, self.deliver_column, self.clock()
+        )
+
+    async def list_messages(self, params: BrowseParams) -> list[StoredMessage]:
+        return await self._with_connection(browse.list_messages, params, self.deliver_column)
 
     async def resolve_commit(self, slot: str, token: int) -> str:
         """Find out whether the commit that wrote ``token`` into ``slot`` happened:

@@ -35,12 +35,14 @@ from txqueue.core.schema import (
     check_engine_names,
 )
 from txqueue.drivers.base import (
+    BrowseParams,
     DeadLetterParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
     begin_sqlalchemy,
 )
+from txqueue.drivers.postgres import _sync_browse as browse
 from txqueue.drivers.postgres import _sync_dead_letters as dead_letters
 from txqueue.drivers.postgres import _sync_server as server
 from txqueue.drivers.postgres._sync_transaction import PostgresTransaction, read_catalog
@@ -70,7 +72,7 @@ from txqueue.drivers.postgres.statements import (
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
 from txqueue.errors import InvalidArgument, TxqueueError
-from txqueue.models import DeadLetter, LeaseRenewal, Message
+from txqueue.models import DeadLetter, LeaseRenewal, Message, StoredMessage
 
 __all__ = ["PostgresDriver"]
 
@@ -478,6 +480,14 @@ class PostgresDriver:
             "oldest_ready_age_seconds": oldest,
             "dead_letters": self._with_connection(dead_letters.count, queue),
         }
+
+    def estimate_counts(self, queue: Table) -> Mapping[str, Any]:
+        return self._with_connection(
+            browse.estimate_counts, queue, self.deliver_column, self.clock()
+        )
+
+    def list_messages(self, params: BrowseParams) -> list[StoredMessage]:
+        return self._with_connection(browse.list_messages, params, self.deliver_column)
 
     def resolve_commit(self, slot: str, token: int) -> str:
         """Find out whether the commit that wrote ``token`` into ``slot`` happened:

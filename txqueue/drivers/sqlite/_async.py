@@ -22,6 +22,7 @@ from txqueue.core.schema import (
 )
 from txqueue.drivers.base import (
     AckParams,
+    BrowseParams,
     DeadLetterParams,
     DeleteParams,
     ReceiveParams,
@@ -31,12 +32,12 @@ from txqueue.drivers.base import (
     WriteParams,
     begin_sqlalchemy,
 )
-from txqueue.drivers.sqlite import catalog, dead_letters, engine, leasing
+from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.pool import SqlitePool
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import Aborted, InvalidArgument
-from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
 
 __all__ = ["AsyncSqliteDriver"]
 
@@ -406,6 +407,14 @@ class AsyncSqliteDriver:
         )
         counts["dead_letters"] = await self._with_connection(dead_letters.count, queue)
         return counts
+
+    async def estimate_counts(self, queue: Table) -> Mapping[str, Any]:
+        return await self._with_connection(
+            browse.estimate_counts, queue, self.deliver_column, self.clock()
+        )
+
+    async def list_messages(self, params: BrowseParams) -> list[StoredMessage]:
+        return await self._with_connection(browse.list_messages, params, self.deliver_column)
 
     async def expire_ledger(self, retention: timedelta) -> int:
         return await self._with_connection(engine.expire_ledger, retention)

@@ -23,6 +23,7 @@ from txqueue.core.schema import (
 )
 from txqueue.drivers.base import (
     AckParams,
+    BrowseParams,
     DeadLetterParams,
     DeleteParams,
     ReceiveParams,
@@ -32,12 +33,12 @@ from txqueue.drivers.base import (
     WriteParams,
     begin_sqlalchemy,
 )
-from txqueue.drivers.sqlite import catalog, dead_letters, engine, leasing
+from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.pool import SqlitePool
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import Aborted, InvalidArgument
-from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet
+from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
 
 __all__ = ["SqliteDriver"]
 
@@ -395,6 +396,14 @@ class SqliteDriver:
         counts = self._with_connection(leasing.counts, queue, self.deliver_column, self.clock())
         counts["dead_letters"] = self._with_connection(dead_letters.count, queue)
         return counts
+
+    def estimate_counts(self, queue: Table) -> Mapping[str, Any]:
+        return self._with_connection(
+            browse.estimate_counts, queue, self.deliver_column, self.clock()
+        )
+
+    def list_messages(self, params: BrowseParams) -> list[StoredMessage]:
+        return self._with_connection(browse.list_messages, params, self.deliver_column)
 
     def expire_ledger(self, retention: timedelta) -> int:
         return self._with_connection(engine.expire_ledger, retention)
