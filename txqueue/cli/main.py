@@ -37,9 +37,10 @@ def _print_connect_retries() -> None:
 
 
 def _register() -> None:
-    from txqueue.cli import bench, dead_letters, demo, queues, sql, worker
+    from txqueue.cli import bench, dashboard, dead_letters, demo, queues, sql, worker
 
     main.add_command(bench.bench)
+    main.add_command(dashboard.dashboard)
     main.add_command(demo.demo)
     main.add_command(worker.worker)
     main.add_command(queues.queues)

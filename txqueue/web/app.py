@@ -53,6 +53,7 @@ class WebState:
     token: str | None
     templates: Jinja2Templates
     owns_database: bool = False
+    base_path: str = ""  # the prefix given to create_app ("" when mounted by another app)
     _events: Events | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -75,7 +76,7 @@ def web_state(request: Request) -> WebState:
 
 def base_path_of(request: Request) -> str:
     """Where the dashboard is served ("" at the root, else "/prefix", no trailing slash)."""
-    return str(request.scope.get("root_path", "")).rstrip("/")
+    return security.base_path(request.scope)
 
 
 def _template_context(request: Request) -> dict[str, Any]:
@@ -128,7 +129,7 @@ def create_app(
             "database must be a URL or a txqueue.Database (the sync face), "
             f"got {type(database).__name__}"
         )
-    state = WebState(opened, bool(read_only), token, _templates(), owns)
+    state = WebState(opened, bool(read_only), token, _templates(), owns, prefix)
 
     routes: list[BaseRoute] = [
         Mount("/api/v1", routes=api.routes()),

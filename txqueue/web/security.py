@@ -7,7 +7,8 @@
   token: the ``txq_csrf`` cookie, repeated in the form field ``csrf_token`` or the
   ``X-CSRF-Token`` header. A call authenticated by a valid Bearer header is exempt (a browser
   never adds that header across sites), and so is, on a dashboard without a token, a client
-  that is not a browser (no cookie, no ``Origin``, no ``Sec-Fetch-Site``).
+  that is not a browser (neither ``Origin`` nor ``Sec-Fetch-Site``, which browsers send with
+  every cross-site POST).
 - Read-only: every change is refused with 403.
 - Headers: a strict Content-Security-Policy (no inline script), nosniff, no referrer.
 """
@@ -63,6 +64,8 @@ CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The most a body may hold when the CSRF check has to read a form field from it.
 MAX_FORM_BYTES = 1024 * 1024
 _SCOPE_CSRF = "txqueue_csrf"
+_SCOPE_BASE = "txqueue_base_path"
+_SCOPE_ROUTE = "txqueue_route_path"
 
 
 def check_token(token: str) -> None:
@@ -83,11 +86,28 @@ def csrf_token_of(request: Request) -> str:
     return str(request.scope.get("state", {}).get(_SCOPE_CSRF, ""))
 
 
+def base_path(scope: Scope) -> str:
+    """The dashboard's base path for this request ("" at the root), as its middleware saw it
+    (a route under a Mount sees that mount's root_path instead)."""
+    shared = scope.get("state", {})
+    if _SCOPE_BASE in shared:
+        return str(shared[_SCOPE_BASE])
+    return str(scope.get("root_path", "")).rstrip("/")
+
+
+def dashboard_path(scope: Scope) -> str:
+    """The request's path inside the dashboard (without the base path)."""
+    shared = scope.get("state", {})
+    if _SCOPE_ROUTE in shared:
+        return str(shared[_SCOPE_ROUTE])
+    return route_path(scope)
+
+
 def _cookie_path(scope: Scope) -> str:
     return str(scope.get("root_path", "")).rstrip("/") or "/"
 
 
-def _route_path(scope: Scope) -> str:
+def route_path(scope: Scope) -> str:
     """The path inside the dashboard (without the base path)."""
     path = str(scope.get("path", ""))
     root = str(scope.get("root_path", "")).rstrip("/")
@@ -119,15 +139,18 @@ class SecurityMiddleware:
         state: WebState = scope["app"].state.txqueue
         headers = Headers(scope=scope)
         cookies = _cookies(headers)
-        path = _route_path(scope)
+        path = route_path(scope)
         method = str(scope["method"]).upper()
 
         csrf = cookies.get(CSRF_COOKIE, "")
         new_csrf = None
         if not _plausible_csrf(csrf):
             csrf = new_csrf = secrets.token_urlsafe(32)
-        scope.setdefault("state", {})[_SCOPE_CSRF] = csrf
-        wrapped_send = _with_headers(send, scope, new_csrf)
+        shared = scope.setdefault("state", {})
+        shared[_SCOPE_CSRF] = csrf
+        shared[_SCOPE_BASE] = _cookie_path(scope).rstrip("/")  # routes below see their mount's
+        shared[_SCOPE_ROUTE] = path
+        wrapped_send = _with_headers(send, scope, None if _is_api(path) else new_csrf)
 
         bearer = _bearer(headers)
         open_path = path == "/login" or path.startswith("/static/") or path == "/static"
@@ -148,7 +171,7 @@ class SecurityMiddleware:
                     response.headers["www-authenticate"] = "Bearer"
                 else:
                     target = _cookie_path(scope).rstrip("/") + "/login"
-                    wanted = _route_path(scope)
+                    wanted = route_path(scope)
                     if method == "GET" and wanted != "/":
                         query = scope.get("query_string", b"").decode("latin-1")
                         wanted += f"?{query}" if query else ""
@@ -167,11 +190,8 @@ class SecurityMiddleware:
 
         body_receive = receive
         bearer_ok = bearer is not None and state.token is not None
-        not_browser = (
-            state.token is None
-            and "cookie" not in headers
-            and "origin" not in headers
-            and "sec-fetch-site" not in headers
+        not_browser = (  # every browser sends Origin on a cross-site POST, and Sec-Fetch-Site
+            state.token is None and "origin" not in headers and "sec-fetch-site" not in headers
         )
         if not (bearer_ok or not_browser):
             given = headers.get(CSRF_HEADER)

@@ -54,6 +54,7 @@ __all__ = [
     "throughput",
     "undelivered",
     "update_pipeline",
+    "whole_key",
     "workers",
 ]
 
@@ -133,6 +134,11 @@ def parse_key(table: Table, text: str, field: str = "key") -> tuple[Any, ...]:
         value = json.loads(text)
     except (TypeError, ValueError) as error:
         raise InvalidArgument(f"{field} must be a JSON array, got {text!r}") from error
+    return whole_key(table, value, field)
+
+
+def whole_key(table: Table, value: Any, field: str = "key") -> tuple[Any, ...]:
+    """A complete key of ``table`` from its JSON array (every key column given)."""
     key = key_from_json(table, value, field)
     if len(key) != len(table.key_columns):
         raise InvalidArgument(
@@ -231,19 +237,14 @@ def overview(database: txqueue.Database) -> list[QueueRow]:
                 info.scheduled,
                 info.dead_letters,
                 info.oldest_ready_age_seconds,
-                bool(getattr(info, "estimated", False)),
+                info.estimated,
             )
         )
     return rows
 
 
 def _queue_info(database: txqueue.Database, name: str) -> txqueue.QueueInfo:
-    reader: Any = database
-    try:
-        info: txqueue.QueueInfo = reader.queue_info(name, estimate=True)
-    except TypeError:  # a library without estimates counts exactly
-        info = database.queue_info(name)
-    return info
+    return database.queue_info(name, estimate=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,20 +304,18 @@ def queue_page(
         raise InvalidArgument(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}, got {limit!r}")
     if state is not None and state not in MESSAGE_STATES:
         raise InvalidArgument(f"state must be one of {', '.join(MESSAGE_STATES)}, got {state!r}")
-    reader: Any = database
-    found: list[StoredMessage] = reader.list_messages(
-        table.name, state=state, key_prefix=prefix, after=after, limit=limit + 1
+    fetch = min(limit + 1, MAX_PAGE_SIZE)  # one more tells whether a next page exists
+    found = database.list_messages(
+        table.name, state=state, key_prefix=prefix, after=after, limit=fetch
     )
-    more = len(found) > limit
+    more = len(found) > limit or (fetch == limit and len(found) == limit)
     shown = found[:limit]
     return MessagePage(table.name, table, shown, shown[-1].key if more and shown else None)
 
 
 def message(database: txqueue.Database, name: str, key: tuple[Any, ...]) -> StoredMessage:
     """One message by key; NotFound when it is not (or no longer) there."""
-    reader: Any = database
-    found: StoredMessage = reader.get_message(name, key)
-    return found
+    return database.get_message(name, key)
 
 
 def dead_letters(
@@ -500,3 +499,19 @@ def replay_undelivered(
             if not isinstance(uid, str) or not uid:
                 raise InvalidArgument(f"message_uids[{index}] must be a non-empty string")
     return events.replay(bus=bus, pipeline=pipeline, message_uids=message_uids)
+
+
+# ---- pages (added by the pages' author) --------------------------------------------------------
+
+
+def throughput_totals(
+    database: txqueue.Database, *, since: timedelta = timedelta(hours=1)
+) -> dict[str, tuple[int, int]]:
+    """Each queue's messages handled and failed over ``since`` (one registry read for all)."""
+    from txqueue.worker import registry  # type: ignore[attr-defined,unused-ignore]
+
+    totals: dict[str, tuple[int, int]] = {}
+    for sample in registry.throughput(database, since=since):
+        handled, failed = totals.get(sample.queue, (0, 0))
+        totals[sample.queue] = (handled + sample.handled, failed + sample.failed)
+    return totals
