@@ -40,6 +40,7 @@ from txqueue.worker.leases import Lease, LeaseKeeper
 from txqueue.worker.observe import Stats
 from txqueue.worker.outcomes import Outcome, OutcomeKind
 from txqueue.worker.process import Handling, process
+from txqueue.worker.registry import HEARTBEAT, Registration, check_heartbeat
 from txqueue.worker.scenarios import schedule_send, seed_slot
 from txqueue.worker.store import AsyncStore
 
@@ -134,6 +135,7 @@ class Worker:
     free up. By default a queue receives ahead only while its handlers are quick (see
     ``QUICK``), as many as they finish within that time, up to a full receive (its
     ``max_batch_size``) with the running ones; 0 receives only what can start at once.
+    ``heartbeat`` is how often it writes its row in the worker registry (``registry``).
     """
 
     def __init__(
@@ -147,6 +149,7 @@ class Worker:
         stats: Stats | None = None,
         ack_window: float = 0.005,
         prefetch: int | None = None,
+        heartbeat: timedelta = HEARTBEAT,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgument(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -170,6 +173,7 @@ class Worker:
         self.stats = stats or Stats()
         self._ack_window = ack_window
         self.prefetch = prefetch
+        self.heartbeat = check_heartbeat(heartbeat)  # of the worker registry
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
         self._running = Slots(concurrency)
@@ -200,8 +204,11 @@ class Worker:
         self._one_writer = asyncio.Lock() if database.engine == "sqlite" else None
         background: list[asyncio.Task[Any]] = []
         frozen = started = False
+        names = [spec.queue for spec in self.specs]
+        registration = Registration(database, self.stats, names, self.concurrency, self.heartbeat)
         try:
             queues = await self._prepare(database, store)
+            background.append(asyncio.create_task(registration.run()))
             acks.start()
             for queue in queues:
                 background.append(asyncio.create_task(queue.keeper.run(), name="txqueue-leases"))
@@ -231,6 +238,7 @@ class Worker:
             self._remove_signals()
             await cancel_and_wait(background, nudge=BACKGROUND_NUDGE_SECONDS)
             await acks.close()
+            await registration.remove()
             pool.shutdown()
             if not self._abandoned_in_transaction:  # else its thread still uses that pool
                 await asyncio.to_thread(store.close_sync)
