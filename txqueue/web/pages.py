@@ -1,12 +1,595 @@
-"""The dashboard's HTML pages (placeholder until the pages land)."""
+"""The dashboard's HTML pages, their htmx fragments and the handlers of their forms.
+
+Every page reads through `txqueue.web.services` (one call per table, so a page costs the same
+with a thousand messages or a million) and renders a Jinja2 template with autoescape on:
+payloads, keys, errors and CEL are always text, never markup. Forms are plain HTML: they POST
+with the hidden ``csrf_token`` field and answer 303 back to the page with a status flag in the
+query (``?done=replayed&count=3``), so they work without JavaScript; htmx only refreshes the
+overview's table. Database work runs in Starlette's threadpool (the sync face).
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from txqueue.core.schema import Table
+from txqueue.core.text import printable
+from txqueue.errors import InvalidArgument, NotFound, TxqueueError
+from txqueue.web import services
+
+if TYPE_CHECKING:
+    from txqueue.web.app import WebState
 
 __all__ = ["routes"]
+
+#: The most payload bytes the hex view shows (1,024 rows of 16).
+HEX_LIMIT = 16 * 1024
+#: The most characters the JSON and text views show.
+TEXT_LIMIT = 256 * 1024
+#: How many characters of a payload a table row shows.
+PREVIEW_LENGTH = 80
+#: How many undelivered messages the page lists (each with its attempt log).
+UNDELIVERED_LIMIT = 200
+
+_DONE = {
+    "replayed": "Replayed {count} dead letter{s} to the queue.",
+    "purged": "Purged {count} dead letter{s}.",
+    "saved": "Saved the pipeline.",
+    "republished": "Replayed {count} undelivered message{s} (each under a new message UID).",
+}
+_PAGE_ERRORS = (TxqueueError,)
+
+
+# ---- formatting helpers the templates call -----------------------------------------------------
+
+
+def age(seconds: float | None) -> str:
+    """A span of seconds as a short text ("45 s", "3 min 12 s", "2 h 5 min", "3 d 4 h")."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def duration(value: timedelta | None) -> str:
+    """A duration for a table cell: seconds below a minute, else as `age` says it."""
+    if value is None:
+        return ""
+    seconds = value.total_seconds()
+    if seconds < 60:
+        return f"{seconds:g} s"
+    return age(seconds)
+
+
+def seconds_since(moment: datetime | None) -> float | None:
+    """Seconds from ``moment`` to now (None stays None)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - moment).total_seconds()
+
+
+def utc(moment: datetime) -> datetime:
+    """``moment`` in UTC (a naive one is taken as UTC), as every page shows times."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def payload_bytes(payload: Any) -> bytes:
+    """The payload's bytes: BYTES as they are, STRING as UTF-8, a JSON value as its JSON."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    if isinstance(payload, str):
+        return payload.encode("utf-8", errors="surrogatepass")
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+def shown_text(text: str) -> str:
+    """Text with every control character escaped, line breaks kept as lines."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def preview(payload: Any) -> str:
+    """The start of a payload on one line: text when it decodes as UTF-8, else hex."""
+    raw = payload_bytes(payload)
+    head = raw[: PREVIEW_LENGTH * 4]
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(head) - 3:  # not merely a character cut at the end
+            shown = raw[: PREVIEW_LENGTH // 3].hex(" ")
+            return shown + (" …" if len(raw) > PREVIEW_LENGTH // 3 else "")
+        text = head[: error.start].decode("utf-8")
+    line = printable(text)
+    if len(line) > PREVIEW_LENGTH or len(raw) > len(head):
+        return line[:PREVIEW_LENGTH] + "…"
+    return line
+
+
+def hex_dump(raw: bytes) -> str:
+    """Offset, 16 bytes in hex and the same bytes as ASCII (others as '.'), a row per 16."""
+    rows = []
+    for offset in range(0, len(raw), 16):
+        chunk = raw[offset : offset + 16]
+        left = " ".join(f"{byte:02x}" for byte in chunk[:8])
+        right = " ".join(f"{byte:02x}" for byte in chunk[8:])
+        ascii_text = "".join(chr(byte) if 0x20 <= byte < 0x7F else "." for byte in chunk)
+        rows.append(f"{offset:08x}  {left:<23}  {right:<23}  |{ascii_text}|")
+    return "\n".join(rows)
+
+
+def _key_writer(table: Table) -> Callable[[tuple[Any, ...]], str]:
+    def key_json(key: tuple[Any, ...]) -> str:
+        return json.dumps(services.key_to_json(table, key), ensure_ascii=False)
+
+    return key_json
+
+
+# ---- request state ----------------------------------------------------------------------------
+
+
+def web_state(request: Request) -> WebState:
+    """The dashboard's shared state (`txqueue.web.app` imports this module, so not from there)."""
+    state: WebState = request.app.state.txqueue
+    return state
+
+
+def base_path_of(request: Request) -> str:
+    """Where the dashboard is served ("" at the root)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+
+def _render(
+    request: Request,
+    template: str,
+    context: dict[str, Any],
+    status_code: int = 200,
+) -> Response:
+    state = web_state(request)
+    done = request.query_params.get("done")
+    status_message = None
+    if done in _DONE:
+        count = request.query_params.get("count", "")
+        number = int(count) if count.isdigit() else 0
+        status_message = _DONE[done].format(count=number, s="" if number == 1 else "s")
+    full = {
+        "section": "overview",
+        "status_message": status_message,
+        "error_message": None,
+        "logged_in": state.token is not None,
+        "age": age,
+        "duration": duration,
+        "seconds_since": seconds_since,
+        "utc": utc,
+        "preview": preview,
+        **context,
+    }
+    return state.templates.TemplateResponse(request, template, full, status_code=status_code)
+
+
+def _error_page(request: Request, error: TxqueueError) -> Response:
+    status = 404 if isinstance(error, NotFound) else 400
+    if not isinstance(error, (NotFound, InvalidArgument)):
+        from txqueue.web.api import STATUS_OF
+
+        status = next((code for kind, code in STATUS_OF.items() if isinstance(error, kind)), 500)
+    title = "Not found" if status == 404 else "Something went wrong"
+    return _render(
+        request, "error.html", {"title": title, "error_message": str(error)}, status_code=status
+    )
+
+
+def _page(handler: Callable[[Request, WebState], Response]) -> Callable[[Request], Any]:
+    """A GET page: runs ``handler`` in the threadpool; txqueue errors become an HTML page."""
+
+    async def endpoint(request: Request) -> Response:
+        def run() -> Response:
+            try:
+                return handler(request, web_state(request))
+            except _PAGE_ERRORS as error:
+                return _error_page(request, error)
+
+        return await run_in_threadpool(run)
+
+    endpoint.__name__ = handler.__name__
+    endpoint.__doc__ = handler.__doc__
+    return endpoint
+
+
+def _action(
+    handler: Callable[[Request, WebState, FormData], Response],
+) -> Callable[[Request], Any]:
+    """A form's POST: reads the form, then runs ``handler`` in the threadpool."""
+
+    async def endpoint(request: Request) -> Response:
+        form = await request.form()
+
+        def run() -> Response:
+            try:
+                return handler(request, web_state(request), form)
+            except _PAGE_ERRORS as error:
+                return _error_page(request, error)
+
+        return await run_in_threadpool(run)
+
+    endpoint.__name__ = handler.__name__
+    endpoint.__doc__ = handler.__doc__
+    return endpoint
+
+
+def _back(request: Request, path: str, **flags: Any) -> RedirectResponse:
+    """303 back to ``path`` (inside the dashboard) with the status flags in the query."""
+    query = f"?{urlencode(flags)}" if flags else ""
+    return RedirectResponse(base_path_of(request) + path + query, status_code=303)
+
+
+def _queue_path(name: str) -> str:
+    return "/queues/" + quote(name, safe="")
+
+
+# ---- overview ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _OverviewRow:
+    name: str
+    ready: int
+    leased: int
+    scheduled: int
+    dead_letters: int
+    oldest_ready_age_seconds: float | None
+    estimated: bool
+    handled: int
+    failed: int
+
+
+def _overview_rows(state: WebState) -> list[_OverviewRow]:
+    totals = services.throughput_totals(state.database)
+    rows = []
+    for row in services.overview(state.database):
+        handled, failed = totals.get(row.name, (0, 0))
+        rows.append(
+            _OverviewRow(
+                row.name,
+                row.ready,
+                row.leased,
+                row.scheduled,
+                row.dead_letters,
+                row.oldest_ready_age_seconds,
+                row.estimated,
+                handled,
+                failed,
+            )
+        )
+    return rows
+
+
+def overview_page(request: Request, state: WebState) -> Response:
+    """Every queue with its counts, and the last hour's throughput chart."""
+    return _render(request, "overview.html", {"queues": _overview_rows(state)})
+
+
+def queues_fragment(request: Request, state: WebState) -> Response:
+    """The overview table's rows, for htmx polling."""
+    return _render(request, "fragments/queues.html", {"queues": _overview_rows(state)})
+
+
+def throughput_data(request: Request, state: WebState) -> Response:
+    """The throughput chart's data: minutes (Unix seconds) and a series per outcome."""
+    series = services.throughput(state.database)
+    active = any(series.handled) or any(series.failed) or any(series.dead_lettered)
+    body = {
+        "minutes": [int(minute.timestamp()) for minute in series.minutes] if active else [],
+        "series": [
+            {"name": "handled", "label": "handled", "values": series.handled},
+            {"name": "failed", "label": "failed", "values": series.failed},
+            {"name": "dead_lettered", "label": "dead-lettered", "values": series.dead_lettered},
+        ],
+    }
+    return JSONResponse(body)
+
+
+# ---- queue browser and message detail ---------------------------------------------------------
+
+
+def queue_page(request: Request, state: WebState) -> Response:
+    """One page of a queue's messages in key order, filtered by key prefix and state."""
+    name = request.path_params["name"]
+    table = state.database.queue(name)
+    prefix_text = request.query_params.get("prefix", "")
+    state_filter = request.query_params.get("state", "")
+    after_text = request.query_params.get("after", "")
+    key_json = _key_writer(table)
+    context: dict[str, Any] = {
+        "queue": table.name,
+        "prefix": prefix_text,
+        "state": state_filter,
+        "after": after_text,
+        "key_json": key_json,
+        "messages": [],
+        "next_after": None,
+    }
+
+    def page_query(after: tuple[Any, ...] | None = None) -> str:
+        flags = {"prefix": prefix_text, "state": state_filter}
+        if after is not None:
+            flags["after"] = key_json(after)
+        return urlencode({field: value for field, value in flags.items() if value})
+
+    context["page_query"] = page_query
+    try:
+        page = services.queue_page(
+            state.database,
+            table.name,
+            prefix=services.parse_prefix(table, prefix_text),
+            state=state_filter or None,
+            after=services.parse_key(table, after_text, "after") if after_text else None,
+        )
+    except InvalidArgument as error:
+        context["error_message"] = str(error)
+        return _render(request, "queue.html", context, status_code=400)
+    context["messages"] = page.messages
+    context["next_after"] = page.next_after
+    return _render(request, "queue.html", context)
+
+
+def message_page(request: Request, state: WebState) -> Response:
+    """One message: its fields and its payload as JSON, text or hex."""
+    name = request.path_params["name"]
+    table = state.database.queue(name)
+    key = services.parse_key(table, request.query_params.get("key", ""))
+    found = services.message(state.database, table.name, key)
+    views = services.payload_views(found.payload)
+    raw = payload_bytes(found.payload)
+    wanted = request.query_params.get("view", "")
+    view = wanted if wanted in ("json", "text", "hex") else ("json" if views.json else "text")
+    note = None
+    if view == "json" and views.json is None:
+        note = "The payload is not JSON; it is shown as text."
+        text = views.text
+    elif view == "json":
+        text = views.json or ""
+    elif view == "text":
+        text = views.text
+    else:
+        text = ""
+    if view == "hex":
+        shown = hex_dump(raw[:HEX_LIMIT])
+        if len(raw) > HEX_LIMIT:
+            note = f"The first {HEX_LIMIT:,} of {len(raw):,} bytes."
+    else:
+        shown = shown_text(text[:TEXT_LIMIT])
+        if len(text) > TEXT_LIMIT:
+            note = f"The first {TEXT_LIMIT:,} of {len(text):,} characters."
+    kind = (
+        "bytes"
+        if isinstance(found.payload, (bytes, bytearray, memoryview))
+        else "text"
+        if isinstance(found.payload, str)
+        else "JSON"
+    )
+    context = {
+        "queue": table.name,
+        "key": _key_writer(table)(found.key),
+        "message": found,
+        "view": view,
+        "view_note": note,
+        "payload_text": shown,
+        "payload_kind": kind,
+        "payload_size": len(raw),
+    }
+    return _render(request, "message.html", context)
+
+
+# ---- dead letters -----------------------------------------------------------------------------
+
+
+def _dead_letters_context(state: WebState, table: Table) -> dict[str, Any]:
+    letters = services.dead_letters(state.database, table.name)
+    return {
+        "queue": table.name,
+        "dead_letters": letters,
+        "truncated": len(letters) >= services.MAX_PAGE_SIZE,
+        "key_json": _key_writer(table),
+    }
+
+
+def dead_letters_page(request: Request, state: WebState) -> Response:
+    """A queue's dead letters, with replay and purge."""
+    table = state.database.queue(request.path_params["name"])
+    return _render(request, "dead_letters.html", _dead_letters_context(state, table))
+
+
+def dead_letters_action(request: Request, state: WebState, form: FormData) -> Response:
+    """Replay one, the selected or all dead letters; purge all after a confirmation step."""
+    table = state.database.queue(request.path_params["name"])
+    path = _queue_path(table.name) + "/dead-letters"
+    one = form.get("replay_one")
+    action = form.get("action")
+    try:
+        if isinstance(one, str) and one:
+            key = services.parse_key(table, one)
+            count = services.replay_dead_letters(state.database, table.name, [key])
+            return _back(request, path, done="replayed", count=count)
+        if action == "replay-selected":
+            chosen = [value for value in form.getlist("key") if isinstance(value, str)]
+            if not chosen:
+                raise InvalidArgument("select at least one dead letter to replay")
+            keys = [services.parse_key(table, value) for value in chosen]
+            count = services.replay_dead_letters(state.database, table.name, keys)
+            return _back(request, path, done="replayed", count=count)
+        if action == "replay-all":
+            count = services.replay_dead_letters(state.database, table.name, None)
+            return _back(request, path, done="replayed", count=count)
+        if action == "purge-all":
+            letters = services.dead_letters(state.database, table.name)
+            context = {"queue": table.name, "count": len(letters)}
+            return _render(request, "confirm_purge.html", context)
+        if action == "confirm-purge":
+            count = services.purge_dead_letters(state.database, table.name, None)
+            return _back(request, path, done="purged", count=count)
+        raise InvalidArgument(
+            f"action must be replay-selected, replay-all or purge-all, got {action!r}"
+        )
+    except InvalidArgument as error:
+        context = _dead_letters_context(state, table)
+        context["error_message"] = str(error)
+        return _render(request, "dead_letters.html", context, status_code=400)
+
+
+# ---- workers ----------------------------------------------------------------------------------
+
+
+def workers_page(request: Request, state: WebState) -> Response:
+    """The live workers."""
+    context = {"section": "workers", "workers": services.workers(state.database)}
+    return _render(request, "workers.html", context)
+
+
+# ---- events -----------------------------------------------------------------------------------
+
+
+def events_page(request: Request, state: WebState) -> Response:
+    """Buses, pipelines and enrollments."""
+    events = state.events
+    context = {
+        "section": "events",
+        "buses": services.buses(events),
+        "pipelines": services.pipelines(events),
+        "enrollments": services.enrollments(events),
+    }
+    return _render(request, "events.html", context)
+
+
+def _pipeline_form(row: services.PipelineRow) -> dict[str, str]:
+    return {
+        "destination": row.destination,
+        "max_attempts": str(row.max_attempts),
+        "min_retry_delay": f"{row.min_retry_delay.total_seconds():g}",
+        "max_retry_delay": f"{row.max_retry_delay.total_seconds():g}",
+    }
+
+
+def pipeline_page(request: Request, state: WebState) -> Response:
+    """One pipeline, with the form that edits its destination and retry policy."""
+    row = services.pipeline_row(state.events.get_pipeline(request.path_params["name"]))
+    context = {"section": "events", "pipeline": row, "form": _pipeline_form(row)}
+    return _render(request, "pipeline.html", context)
+
+
+def pipeline_action(request: Request, state: WebState, form: FormData) -> Response:
+    """Save the pipeline form; an invalid value shows the library's error and saves nothing."""
+    events = state.events
+    row = services.pipeline_row(events.get_pipeline(request.path_params["name"]))
+    given = {
+        field: value if isinstance(value := form.get(field), str) else ""
+        for field in ("destination", "max_attempts", "min_retry_delay", "max_retry_delay")
+    }
+    try:
+        services.update_pipeline(
+            events,
+            row.name,
+            destination=given["destination"],
+            max_attempts=given["max_attempts"],
+            min_retry_delay=given["min_retry_delay"],
+            max_retry_delay=given["max_retry_delay"],
+        )
+    except InvalidArgument as error:
+        context = {
+            "section": "events",
+            "pipeline": row,
+            "form": given,
+            "error_message": str(error),
+        }
+        return _render(request, "pipeline.html", context, status_code=400)
+    return _back(request, "/events/pipelines/" + quote(row.name, safe=""), done="saved")
+
+
+def undelivered_page(request: Request, state: WebState) -> Response:
+    """Messages a pipeline gave up on, each with its attempt log."""
+    rows = services.undelivered(state.events, limit=UNDELIVERED_LIMIT)
+    context = {"section": "events", "undelivered": rows, "limit": UNDELIVERED_LIMIT}
+    return _render(request, "undelivered.html", context)
+
+
+def undelivered_action(request: Request, state: WebState, form: FormData) -> Response:
+    """Replay one undelivered message (by message UID), or all of them."""
+    uid = form.get("message_uid")
+    try:
+        if form.get("action") == "replay-all":
+            uids = None
+        elif isinstance(uid, str) and uid:
+            uids = [uid]
+        else:
+            raise InvalidArgument("message_uid must name the message to replay")
+        replayed = services.replay_undelivered(state.events, uids)
+    except InvalidArgument as error:
+        rows = services.undelivered(state.events, limit=UNDELIVERED_LIMIT)
+        context = {
+            "section": "events",
+            "undelivered": rows,
+            "limit": UNDELIVERED_LIMIT,
+            "error_message": str(error),
+        }
+        return _render(request, "undelivered.html", context, status_code=400)
+    return _back(request, "/events/undelivered", done="republished", count=len(replayed))
 
 
 def routes() -> list[BaseRoute]:
     """The page routes, relative to the base path."""
-    return []
+    return [
+        Route("/", _page(overview_page), name="overview"),
+        Route("/fragments/queues", _page(queues_fragment), name="queues_fragment"),
+        Route("/fragments/throughput.json", _page(throughput_data), name="throughput_data"),
+        Route("/workers", _page(workers_page), name="workers"),
+        Route("/events", _page(events_page), name="events"),
+        Route("/events/undelivered", _page(undelivered_page), name="undelivered"),
+        Route(
+            "/events/undelivered",
+            _action(undelivered_action),
+            methods=["POST"],
+            name="undelivered_action",
+        ),
+        Route("/events/pipelines/{name}", _page(pipeline_page), name="pipeline"),
+        Route(
+            "/events/pipelines/{name}",
+            _action(pipeline_action),
+            methods=["POST"],
+            name="pipeline_action",
+        ),
+        Route("/queues/{name}", _page(queue_page), name="queue"),
+        Route("/queues/{name}/message", _page(message_page), name="message"),
+        Route("/queues/{name}/dead-letters", _page(dead_letters_page), name="dead_letters"),
+        Route(
+            "/queues/{name}/dead-letters",
+            _action(dead_letters_action),
+            methods=["POST"],
+            name="dead_letters_action",
+        ),
+    ]
