@@ -17,6 +17,9 @@ import txqueue
 from txqueue import errors
 from txqueue.web import create_app
 from txqueue.web.api import ENDPOINTS, error_response
+from txqueue.worker.observe import Stats
+from txqueue.worker.outcomes import Outcome, OutcomeKind
+from txqueue.worker.registry import Registration
 
 JOBS = (
     "CREATE QUEUE jobs (tenant STRING(MAX) NOT NULL, id INT64 NOT NULL, payload JSON NOT NULL)"
@@ -195,9 +198,41 @@ async def test_dead_letters_are_replayed_one_selected_or_all_and_purged(
     assert len(db.dead_letters("mail")) == 1  # every refusal left it alone
 
 
-async def test_workers_are_listed(client: httpx.AsyncClient) -> None:
-    answer = await client.get("/api/v1/workers")
-    assert answer.status_code == 200 and answer.json() == {"workers": []}
+async def test_workers_and_their_throughput_are_listed(
+    database_url: str, client: httpx.AsyncClient
+) -> None:
+    assert (await client.get("/api/v1/workers")).json() == {"workers": []}
+    stats = Stats()
+    stats.started(["mail"], 4)
+    stats.running("mail", 2)
+    now = datetime.now(timezone.utc)
+    for kind in (OutcomeKind.ACKED, OutcomeKind.ACKED, OutcomeKind.DEAD_LETTERED):
+        stats.outcome(Outcome("mail", ("m",), 1, kind, now))
+    async with await txqueue.connect_async(database_url) as database:
+        registration = Registration(database, stats, ["mail"], 4)
+        await registration.beat()
+
+    [worker] = (await client.get("/api/v1/workers")).json()["workers"]
+    assert worker["id"] == registration.id and worker["pid"] == registration.pid
+    assert (worker["host"], worker["queues"], worker["concurrency"], worker["in_flight"]) == (
+        registration.host,
+        ["mail"],
+        4,
+        2,
+    )
+    assert worker["started"].endswith("Z") and worker["last_seen"] >= worker["started"]
+
+    series = (await client.get("/api/v1/throughput", params={"queue": "mail"})).json()
+    assert len(series["minutes"]) == len(series["handled"]) == 60
+    assert (sum(series["handled"]), sum(series["dead_lettered"])) == (2, 1)
+    other = (await client.get("/api/v1/throughput", params={"queue": "jobs"})).json()
+    assert sum(other["handled"]) == 0
+    assert_error(
+        await client.get("/api/v1/throughput", params={"minutes": "0"}),
+        400,
+        "InvalidArgument",
+        "minutes",
+    )
 
 
 async def test_buses_pipelines_and_enrollments_are_created_changed_and_deleted(

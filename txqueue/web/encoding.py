@@ -16,6 +16,7 @@ from txqueue.web.services import (
     key_to_json,
     rfc3339,
 )
+from txqueue.worker.registry import WorkerInfo
 
 __all__ = [
     "attempt_json",
@@ -73,8 +74,7 @@ def dead_letter_json(table: Table, letter: DeadLetter) -> dict[str, Any]:
     }
 
 
-def worker_json(worker: Any) -> dict[str, Any]:
-    """A ``txqueue.worker.registry.WorkerInfo``."""
+def worker_json(worker: WorkerInfo) -> dict[str, Any]:
     return {
         "id": worker.id,
         "host": worker.host,

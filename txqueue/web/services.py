@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from txqueue.events.records import DeliveryAttempt, UndeliveredMessage
     from txqueue.events.resources import Bus, Enrollment, Pipeline
     from txqueue.models import StoredMessage
+    from txqueue.worker.registry import WorkerInfo
 
 __all__ = [
     "MESSAGE_STATES",
@@ -261,7 +262,7 @@ def throughput(
     database: txqueue.Database, *, since: timedelta = timedelta(hours=1), queue: str | None = None
 ) -> ThroughputSeries:
     """The worker registry's per-minute counts over ``since``, one point per minute."""
-    from txqueue.worker import registry  # type: ignore[attr-defined,unused-ignore]
+    from txqueue.worker import registry
 
     samples = registry.throughput(database, since=since, queue=queue)
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
@@ -343,9 +344,9 @@ def purge_dead_letters(
     return database.purge_dead_letters(name, keys)
 
 
-def workers(database: txqueue.Database) -> list[Any]:
-    """The live workers (``txqueue.worker.registry.WorkerInfo``), as the registry knows them."""
-    from txqueue.worker import registry  # type: ignore[attr-defined,unused-ignore]
+def workers(database: txqueue.Database) -> list[WorkerInfo]:
+    """The live workers, as the worker registry knows them."""
+    from txqueue.worker import registry
 
     return list(registry.workers(database))
 
@@ -508,7 +509,7 @@ def throughput_totals(
     database: txqueue.Database, *, since: timedelta = timedelta(hours=1)
 ) -> dict[str, tuple[int, int]]:
     """Each queue's messages handled and failed over ``since`` (one registry read for all)."""
-    from txqueue.worker import registry  # type: ignore[attr-defined,unused-ignore]
+    from txqueue.worker import registry
 
     totals: dict[str, tuple[int, int]] = {}
     for sample in registry.throughput(database, since=since):
