@@ -13,8 +13,9 @@ median of ``--repeat`` runs, each library call the overview and a queue page mak
 one JSON line per engine.
 
 ``measure(url)`` returns those figures for one database; ``fill(url, messages)`` builds it.
-More calls (e.g. ``GET /`` through ``httpx.ASGITransport`` on ``txqueue.web.create_app``) go
-in ``page_calls``, which both use. Without ``--database`` a PostgreSQL server is started
+``page_calls`` are the library calls; ``web_calls`` the pages themselves, ``GET /`` and
+``GET /queues/Orders`` through ``httpx.ASGITransport`` on ``txqueue.web.create_app`` (the
+server's time for a page: routing, the library calls and the template, no network). Without ``--database`` a PostgreSQL server is started
 with ``tests/pgserver.py`` (``initdb`` on PATH) and removed afterwards.
 """
 
@@ -26,7 +27,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -159,11 +161,43 @@ def page_calls(db: txqueue.Database, messages: int) -> dict[str, Callable[[], An
     }
 
 
+@contextmanager
+def web_calls(db: txqueue.Database) -> Iterator[dict[str, Callable[[], Any]]]:
+    """``GET /`` and ``GET /queues/Orders`` of `txqueue.web.create_app` over ``db``, through
+    ``httpx.ASGITransport``: the server's whole time for a page (routing, the library calls,
+    the template), without a network or a browser. Each call raises unless the answer is 200."""
+    import asyncio
+
+    import httpx
+
+    import txqueue.web
+
+    loop = asyncio.new_event_loop()
+    transport = httpx.ASGITransport(app=txqueue.web.create_app(db))
+    client = httpx.AsyncClient(transport=transport, base_url="http://dashboard")
+
+    def get(path: str) -> Callable[[], Any]:
+        def call() -> Any:
+            answer = loop.run_until_complete(client.get(path))
+            if answer.status_code != 200:
+                raise RuntimeError(f"GET {path}: {answer.status_code} {answer.text[:500]}")
+            return answer
+
+        return call
+
+    try:
+        yield {"page: GET /": get("/"), f"page: GET /queues/{QUEUE}": get(f"/queues/{QUEUE}")}
+    finally:
+        loop.run_until_complete(client.aclose())
+        loop.close()
+
+
 def measure(url: str, messages: int, repeat: int = 5) -> dict[str, Any]:
-    """Median milliseconds of each of ``page_calls`` over ``repeat`` runs (after one warm-up)."""
+    """Median milliseconds of each of ``page_calls`` and ``web_calls`` over ``repeat`` runs
+    (after one warm-up)."""
     figures: dict[str, Any] = {}
-    with txqueue.connect(url) as db:
-        for name, call in page_calls(db, messages).items():
+    with txqueue.connect(url) as db, web_calls(db) as pages:
+        for name, call in {**page_calls(db, messages), **pages}.items():
             call()
             runs = []
             for _ in range(repeat):
