@@ -10,7 +10,6 @@ the status of `STATUS_OF`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -25,16 +24,33 @@ from starlette.routing import BaseRoute, Route
 from txqueue import errors
 from txqueue.errors import InvalidArgument
 from txqueue.web import services
+from txqueue.web.api_events import (
+    create_bus,
+    create_enrollment,
+    create_pipeline,
+    delete_bus,
+    delete_enrollment,
+    delete_pipeline,
+    get_bus,
+    get_enrollment,
+    get_pipeline,
+    list_attempts,
+    list_buses,
+    list_enrollments,
+    list_pipelines,
+    list_undelivered,
+    publish,
+    replay_undelivered,
+    update_bus,
+    update_enrollment,
+    update_pipeline,
+)
+from txqueue.web.api_support import database_of, json_body, ok, query_int, query_json, typed
 from txqueue.web.encoding import (
-    attempt_json,
-    bus_json,
     dead_letter_json,
-    enrollment_json,
     message_json,
-    pipeline_json,
     queue_json,
     throughput_json,
-    undelivered_json,
     worker_json,
 )
 
@@ -120,111 +136,31 @@ class Endpoint:
     errors: tuple[int, ...] = field(default=(400, 404))
 
 
-# ---- request helpers -------------------------------------------------------------------------
-
-
-def _database(request: Request) -> Any:
-    from txqueue.web.app import web_state
-
-    return web_state(request).database
-
-
-def _events(request: Request) -> Any:
-    from txqueue.web.app import web_state
-
-    return web_state(request).events
-
-
-async def _body(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """The JSON object in the body (empty body: ``{}``), with only ``allowed`` fields."""
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError as error:
-        raise InvalidArgument(f"the request body is not JSON: {error}") from error
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"the request body must be a JSON object, got {type(value).__name__}")
-    unknown = sorted(set(value) - set(allowed))
-    if unknown:
-        raise InvalidArgument(
-            f"unknown field {unknown[0]!r} in the request body; the fields are: "
-            + ", ".join(allowed)
-        )
-    return value
-
-
-def _typed(body: dict[str, Any], name: str, kind: type | tuple[type, ...], words: str) -> Any:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) and kind is not bool:
-        raise InvalidArgument(f"{name} must be {words}, got {value!r}")
-    if not isinstance(value, kind):
-        raise InvalidArgument(f"{name} must be {words}, got {json.dumps(value)}")
-    return value
-
-
-def _required(body: dict[str, Any], name: str) -> str:
-    value = _typed(body, name, str, "a string")
-    if value is None:
-        raise InvalidArgument(f"{name} is required")
-    return str(value)
-
-
-def _query_int(request: Request, name: str, default: int, most: int) -> int:
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError as error:
-        raise InvalidArgument(f"{name} must be an integer, got {text!r}") from error
-    if not 1 <= value <= most:
-        raise InvalidArgument(f"{name} must be from 1 to {most}, got {value}")
-    return value
-
-
-def _query_json(request: Request, name: str) -> Any:
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as error:
-        raise InvalidArgument(f"{name} must be JSON (a key as an array), got {text!r}") from error
-
-
-def _ok(value: Any, status: int = 200) -> JSONResponse:
-    return JSONResponse(value, status_code=status)
-
-
 # ---- queues and messages ---------------------------------------------------------------------
 
 
 async def list_queues(request: Request) -> Response:
-    rows = await run_in_threadpool(services.overview, _database(request))
-    return _ok({"queues": [queue_json(row) for row in rows]})
+    rows = await run_in_threadpool(services.overview, database_of(request))
+    return ok({"queues": [queue_json(row) for row in rows]})
 
 
 async def get_queue(request: Request) -> Response:
     name = request.path_params["queue"]
 
     def read() -> Any:
-        database = _database(request)
+        database = database_of(request)
         database.queue(name)
         return next(row for row in services.overview(database) if row.name == name)
 
-    return _ok(queue_json(await run_in_threadpool(read)))
+    return ok(queue_json(await run_in_threadpool(read)))
 
 
 async def list_messages(request: Request) -> Response:
     name = request.path_params["queue"]
-    database = _database(request)
-    limit = _query_int(request, "limit", services.DEFAULT_PAGE_SIZE, services.MAX_PAGE_SIZE)
+    database = database_of(request)
+    limit = query_int(request, "limit", services.DEFAULT_PAGE_SIZE, services.MAX_PAGE_SIZE)
     state = request.query_params.get("state") or None
-    after_json = _query_json(request, "after")
+    after_json = query_json(request, "after")
     prefix_text = request.query_params.get("prefix")
 
     def read() -> services.MessagePage:
@@ -234,7 +170,7 @@ async def list_messages(request: Request) -> Response:
         return services.queue_page(database, name, prefix, state, after, limit)
 
     page = await run_in_threadpool(read)
-    return _ok(
+    return ok(
         {
             "messages": [message_json(page.table, item) for item in page.messages],
             "next_after": (
@@ -248,8 +184,8 @@ async def list_messages(request: Request) -> Response:
 
 async def get_message(request: Request) -> Response:
     name = request.path_params["queue"]
-    database = _database(request)
-    key_json = _query_json(request, "key")
+    database = database_of(request)
+    key_json = query_json(request, "key")
     if key_json is None:
         raise InvalidArgument("key is required: the message's key as a JSON array")
 
@@ -258,13 +194,13 @@ async def get_message(request: Request) -> Response:
         key = services.whole_key(table, key_json)
         return message_json(table, services.message(database, name, key))
 
-    return _ok(await run_in_threadpool(read))
+    return ok(await run_in_threadpool(read))
 
 
 async def list_dead_letters(request: Request) -> Response:
     name = request.path_params["queue"]
-    database = _database(request)
-    limit = _query_int(request, "limit", services.MAX_PAGE_SIZE, services.MAX_PAGE_SIZE)
+    database = database_of(request)
+    limit = query_int(request, "limit", services.MAX_PAGE_SIZE, services.MAX_PAGE_SIZE)
 
     def read() -> list[dict[str, Any]]:
         table = database.queue(name)
@@ -273,16 +209,16 @@ async def list_dead_letters(request: Request) -> Response:
             for letter in services.dead_letters(database, name, limit)
         ]
 
-    return _ok({"dead_letters": await run_in_threadpool(read)})
+    return ok({"dead_letters": await run_in_threadpool(read)})
 
 
 async def _dead_letter_selection(request: Request) -> tuple[str, Any, Any]:
-    body = await _body(request, ("keys", "all"))
-    keys = _typed(body, "keys", list, "a list of keys (JSON arrays)")
-    everything = _typed(body, "all", bool, "true or false")
+    body = await json_body(request, ("keys", "all"))
+    keys = typed(body, "keys", list, "a list of keys (JSON arrays)")
+    everything = typed(body, "all", bool, "true or false")
     if (keys is None) == (not everything):
         raise InvalidArgument('give either "keys" (a list of keys) or "all": true')
-    return request.path_params["queue"], _database(request), keys
+    return request.path_params["queue"], database_of(request), keys
 
 
 def _keys(database: Any, name: str, keys: list[Any] | None) -> list[tuple[Any, ...]] | None:
@@ -298,7 +234,7 @@ async def replay_dead_letters(request: Request) -> Response:
     def write() -> int:
         return services.replay_dead_letters(database, name, _keys(database, name, keys))
 
-    return _ok({"replayed": await run_in_threadpool(write)})
+    return ok({"replayed": await run_in_threadpool(write)})
 
 
 async def purge_dead_letters(request: Request) -> Response:
@@ -307,252 +243,30 @@ async def purge_dead_letters(request: Request) -> Response:
     def write() -> int:
         return services.purge_dead_letters(database, name, _keys(database, name, keys))
 
-    return _ok({"purged": await run_in_threadpool(write)})
+    return ok({"purged": await run_in_threadpool(write)})
 
 
 async def list_workers(request: Request) -> Response:
-    found = await run_in_threadpool(services.workers, _database(request))
-    return _ok({"workers": [worker_json(worker) for worker in found]})
+    found = await run_in_threadpool(services.workers, database_of(request))
+    return ok({"workers": [worker_json(worker) for worker in found]})
 
 
 async def get_throughput(request: Request) -> Response:
-    minutes = _query_int(request, "minutes", 60, 24 * 60)
+    minutes = query_int(request, "minutes", 60, 24 * 60)
     queue = request.query_params.get("queue") or None
     series = await run_in_threadpool(
         lambda: services.throughput(
-            _database(request), since=timedelta(minutes=minutes), queue=queue
+            database_of(request), since=timedelta(minutes=minutes), queue=queue
         )
     )
-    return _ok(throughput_json(series))
-
-
-# ---- event layer -----------------------------------------------------------------------------
-
-
-def _duration(body: dict[str, Any], name: str) -> timedelta | None:
-    value = _typed(body, name, (int, float), "a number of seconds")
-    return services.seconds(value, name)
-
-
-async def list_buses(request: Request) -> Response:
-    found = await run_in_threadpool(services.buses, _events(request))
-    return _ok({"buses": [bus_json(bus) for bus in found]})
-
-
-async def create_bus(request: Request) -> Response:
-    body = await _body(request, ("name", "archive", "retention"))
-    name = _required(body, "name")
-    archive = _typed(body, "archive", bool, "true or false")
-    kwargs: dict[str, Any] = {"archive": True if archive is None else archive}
-    if "retention" in body:
-        kwargs["retention"] = _duration(body, "retention")
-    bus = await run_in_threadpool(lambda: _events(request).create_bus(name, **kwargs))
-    return _ok(bus_json(bus), 201)
-
-
-async def get_bus(request: Request) -> Response:
-    name = request.path_params["bus"]
-    return _ok(bus_json(await run_in_threadpool(_events(request).get_bus, name)))
-
-
-async def update_bus(request: Request) -> Response:
-    body = await _body(request, ("archive", "retention"))
-    kwargs: dict[str, Any] = {"archive": _typed(body, "archive", bool, "true or false")}
-    if "retention" in body:
-        kwargs["retention"] = _duration(body, "retention")
-    name = request.path_params["bus"]
-    bus = await run_in_threadpool(lambda: _events(request).update_bus(name, **kwargs))
-    return _ok(bus_json(bus))
-
-
-async def delete_bus(request: Request) -> Response:
-    await run_in_threadpool(_events(request).delete_bus, request.path_params["bus"])
-    return Response(status_code=204)
-
-
-PIPELINE_FIELDS = (
-    "destination",
-    "max_attempts",
-    "min_retry_delay",
-    "max_retry_delay",
-    "input_payload_format",
-    "json_schema",
-    "signing_secret",
-    "allow_private",
-)
-
-
-def _pipeline_options(body: dict[str, Any]) -> dict[str, Any]:
-    """The optional pipeline fields present in ``body``, typed (absent ones left out)."""
-    options: dict[str, Any] = {}
-    if "input_payload_format" in body:
-        options["input_payload_format"] = _typed(
-            body, "input_payload_format", str, "a string or null"
-        )
-    if "json_schema" in body:
-        options["json_schema"] = _typed(body, "json_schema", dict, "a JSON Schema object or null")
-    if "signing_secret" in body:
-        options["signing_secret"] = _typed(body, "signing_secret", str, "a string or null")
-    if body.get("allow_private") is not None:
-        options["allow_private"] = _typed(body, "allow_private", bool, "true or false")
-    return options
-
-
-async def list_pipelines(request: Request) -> Response:
-    found = await run_in_threadpool(services.pipelines, _events(request))
-    return _ok({"pipelines": [pipeline_json(row) for row in found]})
-
-
-async def create_pipeline(request: Request) -> Response:
-    from txqueue.core.retry import RetryPolicy
-
-    body = await _body(request, ("name", *PIPELINE_FIELDS))
-    name = _required(body, "name")
-    destination = _required(body, "destination")
-    retry: dict[str, Any] = {}
-    attempts = _typed(body, "max_attempts", int, "an integer")
-    if attempts is not None:
-        retry["max_attempts"] = attempts
-    for delay in ("min_retry_delay", "max_retry_delay"):
-        value = _duration(body, delay)
-        if value is not None:
-            retry[delay] = value
-    options = _pipeline_options(body)
-
-    def write() -> services.PipelineRow:
-        policy = RetryPolicy(**retry)
-        created = _events(request).create_pipeline(name, destination, retry=policy, **options)
-        return services.pipeline_row(created)
-
-    return _ok(pipeline_json(await run_in_threadpool(write)), 201)
-
-
-async def get_pipeline(request: Request) -> Response:
-    name = request.path_params["pipeline"]
-    found = await run_in_threadpool(_events(request).get_pipeline, name)
-    return _ok(pipeline_json(services.pipeline_row(found)))
-
-
-async def update_pipeline(request: Request) -> Response:
-    body = await _body(request, PIPELINE_FIELDS)
-    name = request.path_params["pipeline"]
-    destination = _typed(body, "destination", str, "a string")
-    attempts = _typed(body, "max_attempts", int, "an integer")
-    delays = {delay: _duration(body, delay) for delay in ("min_retry_delay", "max_retry_delay")}
-    options = _pipeline_options(body)
-
-    def write() -> services.PipelineRow:
-        changed = _events(request).update_pipeline(
-            name, destination=destination, max_attempts=attempts, **delays, **options
-        )
-        return services.pipeline_row(changed)
-
-    return _ok(pipeline_json(await run_in_threadpool(write)))
-
-
-async def delete_pipeline(request: Request) -> Response:
-    await run_in_threadpool(_events(request).delete_pipeline, request.path_params["pipeline"])
-    return Response(status_code=204)
-
-
-async def list_enrollments(request: Request) -> Response:
-    bus = request.query_params.get("bus") or None
-    found = await run_in_threadpool(services.enrollments, _events(request), bus)
-    return _ok({"enrollments": [enrollment_json(item) for item in found]})
-
-
-async def create_enrollment(request: Request) -> Response:
-    body = await _body(request, ("name", "bus", "pipeline", "cel_match"))
-    name, bus = _required(body, "name"), _required(body, "bus")
-    pipeline, cel_match = _required(body, "pipeline"), _required(body, "cel_match")
-    created = await run_in_threadpool(
-        lambda: _events(request).create_enrollment(
-            name, bus=bus, pipeline=pipeline, cel_match=cel_match
-        )
-    )
-    return _ok(enrollment_json(created), 201)
-
-
-async def get_enrollment(request: Request) -> Response:
-    name = request.path_params["enrollment"]
-    return _ok(enrollment_json(await run_in_threadpool(_events(request).get_enrollment, name)))
-
-
-async def update_enrollment(request: Request) -> Response:
-    body = await _body(request, ("pipeline", "cel_match"))
-    pipeline = _typed(body, "pipeline", str, "a string")
-    cel_match = _typed(body, "cel_match", str, "a string")
-    name = request.path_params["enrollment"]
-    changed = await run_in_threadpool(
-        lambda: _events(request).update_enrollment(name, cel_match=cel_match, pipeline=pipeline)
-    )
-    return _ok(enrollment_json(changed))
-
-
-async def delete_enrollment(request: Request) -> Response:
-    await run_in_threadpool(_events(request).delete_enrollment, request.path_params["enrollment"])
-    return Response(status_code=204)
-
-
-async def list_undelivered(request: Request) -> Response:
-    bus = request.query_params.get("bus") or None
-    pipeline = request.query_params.get("pipeline")
-    limit = _query_int(request, "limit", services.MAX_PAGE_SIZE, services.MAX_PAGE_SIZE)
-    rows = await run_in_threadpool(
-        lambda: services.undelivered(_events(request), bus=bus, pipeline=pipeline, limit=limit)
-    )
-    return _ok({"undelivered": [undelivered_json(row) for row in rows]})
-
-
-async def replay_undelivered(request: Request) -> Response:
-    body = await _body(request, ("message_uids", "all", "bus", "pipeline"))
-    uids = _typed(body, "message_uids", list, "a list of message_uids")
-    everything = _typed(body, "all", bool, "true or false")
-    if (uids is None) == (not everything):
-        raise InvalidArgument('give either "message_uids" (a list) or "all": true')
-    bus = _typed(body, "bus", str, "a string")
-    pipeline = _typed(body, "pipeline", str, "a string")
-    replayed = await run_in_threadpool(
-        lambda: services.replay_undelivered(_events(request), uids, bus=bus, pipeline=pipeline)
-    )
-    return _ok({"replayed": replayed})
-
-
-async def list_attempts(request: Request) -> Response:
-    uid = request.path_params["message_uid"]
-    pipeline = request.query_params.get("pipeline") or None
-    found = await run_in_threadpool(lambda: _events(request).attempts(uid, pipeline=pipeline))
-    return _ok({"attempts": [attempt_json(item) for item in found]})
-
-
-async def publish(request: Request) -> Response:
-    """A CloudEvent in structured (``application/cloudevents+json``) or binary mode."""
-    from cloudevents.core.bindings.http import HTTPMessage, from_http_event
-    from cloudevents.core.exceptions import BaseCloudEventException
-
-    bus = request.path_params["bus"]
-    body = await request.body()
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    binary = any(name.startswith("ce-") for name in headers)
-    content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-    if not binary and content_type != "application/cloudevents+json":
-        raise InvalidArgument(
-            "the body must be a CloudEvent: structured mode with Content-Type "
-            "application/cloudevents+json, or binary mode with ce-* headers"
-        )
-    try:
-        event = from_http_event(HTTPMessage(headers=headers, body=body))
-    except (BaseCloudEventException, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise InvalidArgument(f"not a valid CloudEvent: {error}") from error
-    uid = await run_in_threadpool(_events(request).publish, bus, event)
-    return _ok({"message_uid": uid}, 201)
+    return ok(throughput_json(series))
 
 
 async def openapi_document(request: Request) -> Response:
     from txqueue.web.openapi import document
     from txqueue.web.security import base_path
 
-    return _ok(document(ENDPOINTS, base_path(request.scope)))
+    return ok(document(ENDPOINTS, base_path(request.scope)))
 
 
 Q = "/queues/{queue}"
