@@ -330,6 +330,11 @@ async def test_the_message_page_shows_fields_and_the_payload_as_json_text_and_he
     shown = text_page.find("pre", id="payload").text
     assert "\x1b" not in shown and "\\x1b[2J" in shown and "\\x00\\x01" in shown
 
+    send(db, queue, "not-utf8", b"\xff\xfe\x00")
+    default = await browser.get(path + quote(key_json("not-utf8")))
+    assert default.find("a", data_view="hex").get("aria-current") == "true"
+    assert default.find("pre", id="payload").text.startswith("00000000  ff fe 00")
+
     await browser.get(path + quote(key_json("gone")), status=404)
 
 

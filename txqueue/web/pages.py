@@ -368,7 +368,7 @@ def message_page(request: Request, state: WebState) -> Response:
     views = services.payload_views(found.payload)
     raw = payload_bytes(found.payload)
     wanted = request.query_params.get("view", "")
-    view = wanted if wanted in ("json", "text", "hex") else ("json" if views.json else "text")
+    view = wanted if wanted in ("json", "text", "hex") else _default_view(found.payload, views)
     note = None
     if view == "json" and views.json is None:
         note = "The payload is not JSON; it is shown as text."
@@ -377,6 +377,8 @@ def message_page(request: Request, state: WebState) -> Response:
         text = views.json or ""
     elif view == "text":
         text = views.text
+        if not _utf8(found.payload):
+            note = "The payload is not UTF-8 text: bytes that do not decode show as \ufffd."
     else:
         text = ""
     if view == "hex":
@@ -405,6 +407,23 @@ def message_page(request: Request, state: WebState) -> Response:
         "payload_size": len(raw),
     }
     return _render(request, "message.html", context)
+
+
+def _utf8(payload: Any) -> bool:
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        return True
+    try:
+        bytes(payload).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _default_view(payload: Any, views: services.PayloadViews) -> str:
+    """JSON when the payload parses as JSON, else text when it is UTF-8, else hex."""
+    if views.json is not None:
+        return "json"
+    return "text" if _utf8(payload) else "hex"
 
 
 # ---- dead letters -----------------------------------------------------------------------------
