@@ -280,3 +280,19 @@ def test_the_dashboard_command_serves_the_api(sqlite_url: str, tmp_path: Path) -
     output = (out + err).decode()
     assert TOKEN not in output
     assert "can be read by other users" in output and f"127.0.0.1:{port}/txq/" in output
+
+
+@pytest.mark.parametrize("package", ["starlette", "jinja2", "uvicorn"])
+def test_without_the_extra_the_command_names_the_install(package: str, tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path}/app.db"
+    txqueue.connect(database).close()
+    code = (
+        f"import sys; sys.modules[{package!r}] = None\n"
+        "from txqueue.cli.main import main\n"
+        f"main(['dashboard', '--database', {database!r}], prog_name='txqueue')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stderr
+    assert "pip install 'txqueue[dashboard]'" in result.stderr and package in result.stderr

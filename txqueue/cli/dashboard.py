@@ -101,7 +101,8 @@ def dashboard(
 
         from txqueue.web import create_app
     except ImportError as error:
-        raise click.ClickException(f"{error}: {INSTALL_HINT}") from None
+        message = str(error) if INSTALL_HINT in str(error) else f"{error}: {INSTALL_HINT}"
+        raise click.ClickException(message) from None
     from txqueue.errors import InvalidArgument
 
     opened = open_database(database)

@@ -4,6 +4,11 @@
 serve on its own (``txqueue dashboard``) or to mount inside a FastAPI or Starlette app.
 """
 
-from txqueue.web.app import create_app
+INSTALL_HINT = "pip install 'txqueue[dashboard]'"
+
+try:
+    from txqueue.web.app import create_app
+except ImportError as error:  # starlette or jinja2 missing: say which, and what installs them
+    raise ImportError(f"{error}; the dashboard needs its extra: {INSTALL_HINT}") from error
 
 __all__ = ["create_app"]
