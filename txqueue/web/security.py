@@ -260,26 +260,23 @@ def _logged_in(cookies: dict[str, str], token: str) -> bool:
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
-    """The whole request body, and a receive that hands it on to the app unchanged."""
-    chunks: list[bytes] = []
+    """The body's first `MAX_FORM_BYTES` (where a form's CSRF field must be), and a receive
+    that hands the app every message unchanged: those read here, then the rest."""
+    read: list[Message] = []
     size = 0
-    while True:
+    while size <= MAX_FORM_BYTES:
         message = await receive()
-        if message["type"] == "http.disconnect":
+        read.append(message)
+        if message["type"] != "http.request":
             break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        chunks.append(chunk)
-        if not message.get("more_body", False) or size > MAX_FORM_BYTES:
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
             break
-    body = b"".join(chunks)
-    sent = False
+    body = b"".join(message.get("body", b"") for message in read)
 
     async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        if read:
+            return read.pop(0)
         return await receive()
 
     return body, replay
