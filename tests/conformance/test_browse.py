@@ -87,7 +87,15 @@ def test_a_string_prefix_is_literal_and_leading_values_exact(db: txqueue.Databas
     assert db.list_messages("orders", key_prefix=("zz",)) == []
 
 
-def test_states_hidden_columns_and_the_state_filter(db: txqueue.Database, clock: FakeClock) -> None:
+@pytest.mark.parametrize("range_limit", [0, 10_000], ids=["key-walk", "ready-range"])
+def test_states_hidden_columns_and_the_state_filter(
+    db: txqueue.Database, clock: FakeClock, range_limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways SQLite finds a state's messages: walking the key index, or reading the
+    state's range of the ready index when it is small (PostgreSQL always walks the keys)."""
+    from txqueue.drivers.sqlite import browse
+
+    monkeypatch.setattr(browse, "RANGE_LIMIT", range_limit)
     with db.batch() as batch:
         batch.send("orders", ("t", 1), {"n": 1})
         batch.send("orders", ("t", 2), {"n": 2})

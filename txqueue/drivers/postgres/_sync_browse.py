@@ -24,7 +24,7 @@ __all__ = ["COUNT_LIMIT", "estimate_counts", "list_messages"]
 #: Counts over more rows than this are estimated (``estimate_counts``).
 COUNT_LIMIT = 100_000
 #: Pages a TABLESAMPLE of a large queue aims to read.
-SAMPLE_PAGES = 400
+SAMPLE_PAGES = 2000
 
 _CLOCK = "WITH clock AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now)"
 
@@ -118,28 +118,28 @@ def _bytewise(connection: Any) -> bool:
 
 def estimate_counts(connection: Any, table: Table, deliver: str, now: Any) -> dict[str, Any]:
     """Exact counts (``queue_counts``'s statement) for a queue of at most ``COUNT_LIMIT``
-    messages. A larger queue's counts come from ``TABLESAMPLE SYSTEM`` over about
-    ``SAMPLE_PAGES`` of its pages (each page in with the same probability, so the sample's
-    count in each state, scaled by that probability, estimates the table's); the oldest ready
-    age is exact, from the head of the ready index. Dead letters beyond ``COUNT_LIMIT`` are
-    sampled the same way."""
+    messages. For a larger one: the number of rows is the planner's own estimate (rows per
+    page at the last ANALYZE times the table's pages now; a sample's when never analyzed),
+    shared among the states as in a ``TABLESAMPLE SYSTEM`` of about ``SAMPLE_PAGES`` pages;
+    the oldest ready age is exact, from the head of the ready index. Dead letters beyond
+    ``COUNT_LIMIT`` are sampled the same way."""
     name = ident(table.name)
     queue = table.name.lower()
     with map_errors():
-        total = _capped(connection, f"SELECT 1 FROM {name}", [])
+        planned = _planned_rows(connection, name)
+        total = COUNT_LIMIT + 1  # the statistics say large: no need to count
+        if planned is None or planned <= 2 * COUNT_LIMIT:
+            total = _capped(connection, f"SELECT 1 FROM {name}", [])
         dead = _capped(connection, "SELECT 1 FROM txqueue_dead_letters WHERE queue = %s", [queue])
         dead_estimated = dead > COUNT_LIMIT
         if dead_estimated:
-            dead = round(
-                (
-                    _sample(
-                        connection,
-                        "txqueue_dead_letters",
-                        "count(*) FILTER (WHERE queue = %(queue)s)",
-                        {"queue": queue},
-                    )
-                )[0]
+            sampled, scale = _sample(
+                connection,
+                "txqueue_dead_letters",
+                "count(*) FILTER (WHERE queue = %(queue)s)",
+                {"queue": queue},
             )
+            dead = round(sampled[0] * scale)
         if total <= COUNT_LIMIT:
             cursor = connection.execute(queue_statements(table, deliver).counts, {"now": now})
             row = cursor.fetchone()
@@ -163,7 +163,7 @@ def estimate_counts(connection: Any, table: Table, deliver: str, now: Any) -> di
         )
         head = cursor.fetchone()
         state = _state(deliver)
-        ready, leased, scheduled = _sample(
+        sampled, scale = _sample(
             connection,
             name,
             f"count(*) FILTER (WHERE {state} = 'ready'),"
@@ -171,14 +171,29 @@ def estimate_counts(connection: Any, table: Table, deliver: str, now: Any) -> di
             f" count(*) FILTER (WHERE {state} = 'scheduled')",
             {"now": now},
         )
+    rows = sum(sampled)
+    size = planned if planned is not None else rows * scale
+    shares = [count / rows if rows else 0.0 for count in sampled]
     return {
-        "ready": round(ready),
-        "leased": round(leased),
-        "scheduled": round(scheduled),
+        "ready": round(shares[0] * size),
+        "leased": round(shares[1] * size),
+        "scheduled": round(shares[2] * size),
         "oldest_ready_age_seconds": None if head is None else head[0],
         "dead_letters": dead,
         "estimated": True,
     }
+
+
+def _planned_rows(connection: Any, name: str) -> float | None:
+    """The planner's estimate of a table's rows (None when it was never analyzed)."""
+    cursor = connection.execute(
+        "SELECT reltuples / relpages * (pg_relation_size(oid)"
+        " / current_setting('block_size')::int) FROM pg_class"
+        " WHERE oid = to_regclass(%s) AND relpages > 0 AND reltuples >= 0",
+        [name],
+    )
+    row = cursor.fetchone()
+    return float(row[0]) if row and row[0] is not None else None
 
 
 def _capped(connection: Any, query: str, arguments: list[Any]) -> int:
@@ -190,9 +205,11 @@ def _capped(connection: Any, query: str, arguments: list[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def _sample(connection: Any, table: str, tallies: str, arguments: dict[str, Any]) -> list[float]:
+def _sample(
+    connection: Any, table: str, tallies: str, arguments: dict[str, Any]
+) -> tuple[list[int], float]:
     """``tallies`` (count(*) FILTER … columns) over a page sample of ``table`` (a quoted
-    name), scaled by the share of pages sampled."""
+    name), and the factor scaling them to the whole table."""
     cursor = connection.execute(
         "SELECT greatest(pg_relation_size(%(table)s::regclass)"
         " / current_setting('block_size')::int, 1)",
@@ -206,4 +223,4 @@ def _sample(connection: Any, table: str, tallies: str, arguments: dict[str, Any]
         {**arguments, "now": arguments.get("now"), "percent": percent},
     )
     row = cursor.fetchone()
-    return [float(value) * 100.0 / percent for value in (row or ())]
+    return [int(value) for value in (row or ())], 100.0 / percent
