@@ -345,7 +345,9 @@ async def test_events_are_published_in_structured_and_binary_mode(
     )
     assert_error(plain, 400, "InvalidArgument", "cloudevents+json")
     garbage = await client.post(url, content=b"{nope", headers=STRUCTURED)
-    assert_error(garbage, 400, "InvalidArgument")
+    assert_error(garbage, 400, "InvalidArgument", "not JSON")
+    listed = await client.post(url, content=b"[]", headers=STRUCTURED)
+    assert_error(listed, 400, "InvalidArgument", "JSON object")
     nowhere = await client.post(
         "/api/v1/buses/nobus/events", content=json.dumps(structured), headers=STRUCTURED
     )

@@ -3,6 +3,7 @@ their replay, attempt logs, and publishing a CloudEvent."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -235,6 +236,15 @@ async def publish(request: Request) -> Response:
             "the body must be a CloudEvent: structured mode with Content-Type "
             "application/cloudevents+json, or binary mode with ce-* headers"
         )
+    if not binary:
+        try:
+            document = json.loads(body)
+        except ValueError as error:
+            raise InvalidArgument(f"the structured CloudEvent is not JSON: {error}") from error
+        if not isinstance(document, dict):
+            raise InvalidArgument(
+                f"the structured CloudEvent must be a JSON object, got {type(document).__name__}"
+            )
     try:
         event = from_http_event(HTTPMessage(headers=headers, body=body))
     except (BaseCloudEventException, ValueError, TypeError, KeyError, AttributeError) as error:

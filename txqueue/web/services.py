@@ -156,10 +156,17 @@ def parse_prefix(table: Table, text: str | None) -> tuple[Any, ...] | None:
     stripped = text.strip()
     if stripped.startswith("["):
         return key_from_json(table, _json(stripped, "prefix"), "prefix")
-    first = table.key_columns[0].type
-    if first is ColumnType.STRING:
+    first = table.key_columns[0]
+    if first.type is ColumnType.STRING:
         return (text,)
-    return key_from_json(table, [_json(stripped, "prefix")], "prefix")
+    try:
+        value = json.loads(stripped) if first.type is not ColumnType.BYTES else stripped
+    except ValueError as error:
+        raise InvalidArgument(
+            f"prefix must be a JSON array of leading key parts, or a value of the first key "
+            f"column ({first.name}, {first.type.value}), got {text!r}"
+        ) from error
+    return key_from_json(table, [value], "prefix")
 
 
 def _json(text: str, field: str) -> Any:
