@@ -635,3 +635,36 @@ def test_estimated_counts_are_marked_and_shown_with_a_tilde(db: txqueue.Database
         ("~50750", True),
         ("~20000", True),
     ]
+
+
+async def test_with_a_token_pages_ask_to_log_in_and_the_form_logs_in(
+    db: txqueue.Database, queue: str
+) -> None:
+    fill(db, queue, 1)
+    app = create_app(db, token="s3cret-token")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://dashboard") as client:
+        browser = Browser(client)
+        asked = await client.get(f"/queues/{queue}")
+        assert asked.status_code == 303 and asked.headers["location"].startswith("/login")
+        login = await browser.get(asked.headers["location"])
+        form = login.find("form", id="login")
+        form.find("input", name="token", type="password")
+        assert form.find("input", name="csrf_token").get("value") == browser.csrf
+        assert not login.find_all("button", data_action="logout")
+        fields = {
+            element.get("name") or "": element.get("value") or ""
+            for element in form.find_all("input", type="hidden")
+        }
+
+        response = await browser.post("/login", {**fields, "token": "s3cret-token"})
+
+        assert response.status_code == 303
+        assert response.headers["location"] == f"/queues/{queue}"
+        page = await browser.get(response.headers["location"])
+        assert page.find("table", id="messages").find_all("tr", data_key=True)
+        logout = page.find("button", data_action="logout")
+        assert logout.parent is not None and logout.parent.get("action") == "/logout"
+        response = await browser.post("/logout", {})
+        assert response.status_code == 303
+        assert (await client.get(f"/queues/{queue}")).status_code == 303
