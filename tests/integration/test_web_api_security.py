@@ -85,7 +85,7 @@ async def test_without_the_token_the_api_answers_401_and_pages_redirect_to_login
 
 
 async def test_login_sets_an_httponly_strict_cookie_that_is_not_the_token(
-    guarded: httpx.AsyncClient,
+    db: txqueue.Database, guarded: httpx.AsyncClient
 ) -> None:
     await guarded.get("/login")
     csrf = guarded.cookies["txq_csrf"]
@@ -103,6 +103,15 @@ async def test_login_sets_an_httponly_strict_cookie_that_is_not_the_token(
     assert {"httponly", "samesite=strict", "path=/"} <= attributes
     assert TOKEN not in cookie and TOKEN not in json.dumps(dict(answer.headers))
     assert (await guarded.get("/api/v1/queues")).status_code == 200  # the cookie authenticates
+
+    async with client_of(create_app(db, token=TOKEN), "https://dashboard") as secure:
+        form = await secure.get("/login")
+        assert form.headers["set-cookie"].endswith("; Secure")  # the CSRF cookie too
+        csrf_cookie = secure.cookies["txq_csrf"]
+        answer = await secure.post("/login", data={"token": TOKEN, "csrf_token": csrf_cookie})
+        assert "secure" in {
+            part.strip().lower() for part in answer.headers["set-cookie"].split(";")
+        }
 
     elsewhere = await guarded.post(
         "/login", data={"token": TOKEN, "csrf_token": csrf, "next": "//evil.example/x"}

@@ -315,10 +315,11 @@ def _with_headers(send: Send, scope: Scope, new_csrf: str | None) -> Send:
                 if name not in headers:
                     headers[name] = value
             if new_csrf is not None:
+                secure = "; Secure" if scope.get("scheme") == "https" else ""
                 headers.append(
                     "set-cookie",
                     f"{CSRF_COOKIE}={new_csrf}; Path={_cookie_path(scope)}; HttpOnly; "
-                    "SameSite=Strict",
+                    f"SameSite=Strict{secure}",
                 )
         await send(message)
 
