@@ -135,3 +135,83 @@ def test_bad_arguments_are_refused(db: txqueue.Database) -> None:
     app.handler("jobs")(lambda message: None)
     with pytest.raises(InvalidArgument, match=r"heartbeat must be a datetime\.timedelta"):
         Worker(app, heartbeat=timedelta(0))
+
+
+def test_old_buckets_and_gone_workers_are_deleted_by_a_later_heartbeat(
+    database_url: str, db: txqueue.Database
+) -> None:
+    """On a pinned clock: a worker that stopped beating is deleted by another's heartbeat,
+    and throughput buckets older than two hours go with it."""
+    import asyncio
+
+    from txqueue.testing import FakeClock
+    from txqueue.worker.observe import Stats
+    from txqueue.worker.registry import Registration
+
+    clock = FakeClock()
+    pinned = txqueue.connect(database_url, clock=clock)
+
+    async def scenario() -> None:
+        database = await txqueue.connect_async(database_url, clock=clock)
+        try:
+            stats = Stats()
+            stats.started(["jobs"], 1)
+            gone = Registration(database, stats, ["jobs"], 1, timedelta(seconds=1))
+            stats.queues["jobs"].outcomes["acked"] += 3
+            stats.queues["jobs"].outcomes["dead_lettered"] += 1
+            await gone.beat()
+            [sample] = throughput(pinned)
+            assert (sample.handled, sample.failed, sample.dead_lettered) == (3, 0, 1)
+            assert [w.id for w in workers(pinned)] == [gone.id]
+            clock.advance(timedelta(seconds=2.5))  # missed two heartbeats: still listed
+            assert [w.id for w in workers(pinned)] == [gone.id]
+            clock.advance(timedelta(seconds=1))  # missed three: gone
+            assert workers(pinned) == []
+            assert _rows(pinned) == 1
+            clock.advance(timedelta(hours=2))
+            later = Registration(database, Stats(), ["jobs"], 1, timedelta(seconds=1))
+            await later.beat()
+            assert [w.id for w in workers(pinned)] == [later.id]
+            assert _rows(pinned) == 1  # the gone worker's row was deleted
+            assert throughput(pinned, since=timedelta(hours=3)) == []  # pruned
+        finally:
+            await database.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        pinned.close()
+
+
+def test_a_failing_heartbeat_is_logged_and_the_beats_go_on(
+    database_url: str, db: txqueue.Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    from txqueue.worker.observe import Stats
+    from txqueue.worker.registry import Registration
+
+    async def scenario() -> None:
+        database = await txqueue.connect_async(database_url)
+        try:
+            registration = Registration(database, Stats(), ["jobs"], 1, timedelta(seconds=0.05))
+            await registration.beat()
+            await database.run_in_transaction(
+                lambda t: t.execute_engine_update(f"DROP TABLE {WORKERS}")
+            )
+            beats = asyncio.create_task(registration.run())
+            deadline = time.monotonic() + 10
+            while len([r for r in caplog.records if "heartbeat failed" in r.message]) < 3:
+                assert not beats.done(), "the heartbeat loop ended"
+                assert time.monotonic() < deadline, "no failed heartbeat was logged"
+                await asyncio.sleep(0.02)
+            assert not beats.done()
+            beats.cancel()
+            await asyncio.gather(beats, return_exceptions=True)
+            await registration.remove()  # logged too, not raised
+        finally:
+            await database.close()
+
+    with caplog.at_level("WARNING", logger="txqueue.worker"):
+        asyncio.run(scenario())
+    assert any("registry row" in r.message for r in caplog.records)
