@@ -329,3 +329,16 @@ async def test_a_large_form_reaches_the_app_whole_after_the_csrf_check(
     )
     assert answer.status_code == 303, answer.text[:200]
     assert "txq_session" in guarded.cookies
+
+
+def test_create_app_refuses_bad_arguments(db: txqueue.Database) -> None:
+    for arguments, word in (
+        ({"token": ""}, "token"),
+        ({"token": "two words"}, "token"),
+        ({"base_path": "txq"}, "base_path"),
+        ({"base_path": "/txq?x=1"}, "base_path"),
+    ):
+        with pytest.raises(txqueue.errors.InvalidArgument, match=word):
+            create_app(db, **arguments)
+    with pytest.raises(txqueue.errors.InvalidArgument, match="sync face"):
+        create_app(object())
