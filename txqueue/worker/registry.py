@@ -59,6 +59,8 @@ log = logging.getLogger("txqueue.worker")
 HEARTBEAT = timedelta(seconds=5)
 #: A worker not seen for this many of its heartbeats is gone.
 MISSED_HEARTBEATS = 3
+#: The longest a graceful shutdown waits to delete the worker's row.
+REMOVE_TIMEOUT = timedelta(seconds=5)
 #: How long per-minute throughput buckets are kept.
 KEEP_THROUGHPUT = timedelta(hours=2)
 
@@ -257,16 +259,19 @@ class Registration:
         Its throughput buckets stay: they are history."""
         if not self._written:
             return
-        try:
-            await self.beat()  # the last counts first
-            async with self.database.batch() as batch:
-                batch.delete(WORKERS, [(self.id,)])
+        try:  # bounded: a database that is down must not hold the shutdown up
+            await asyncio.wait_for(self._remove(), REMOVE_TIMEOUT.total_seconds())
         except Exception as error:
             log.warning(
                 "could not remove the worker's registry row: %s",
                 printable(error),
                 extra={"worker": self.id},
             )
+
+    async def _remove(self) -> None:
+        await self.beat()  # the last counts first
+        async with self.database.batch() as batch:
+            batch.delete(WORKERS, [(self.id,)])
 
 
 def _stored(moment: datetime, sqlite: bool) -> Any:
