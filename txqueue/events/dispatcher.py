@@ -7,10 +7,11 @@ expires, so no delivery is lost (delivery is at-least-once).
 
 Every attempt ends in one transaction (see `recorder`) that acks the delivery with its lease
 token, writes the attempt-log row and, for a retry, sends the delivery again with deliver time
-now + `next_delay`. HTTP attempts run on a thread pool of ``concurrency`` threads with the
-synchronous deliverer (half the CPU of httpx's asyncio client), each POSTing the request that
-publish encoded; an attempt's slot is freed once its response is in, so requests go on while
-the recorder commits. Delays are measured on the dispatcher host's clock.
+now + `next_delay`. HTTP attempts run on ``concurrency`` threads with the synchronous
+deliverer (half the CPU of httpx's asyncio client), each POSTing the request that publish
+encoded (`sender`): a thread takes the next request as soon as its response is in, so
+requests go on while the recorder commits, and the event loop collects the answers in
+groups. Delays are measured on the dispatcher host's clock.
 
 Configuration is re-read at most every ``config_refresh`` (1 s), so ``update`` of a pipeline
 applies from the next attempt on, without a restart.
@@ -19,11 +20,11 @@ applies from the next attempt on, without a restart.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -54,7 +55,7 @@ from txqueue.events.recorder import AttemptRecord, LeaseLost, Recorder, Write
 from txqueue.events.records import DELIVERIES, Catalog, Delivery
 from txqueue.events.records import DeliveryAttempt as LogRow
 from txqueue.events.resources import Pipeline
-from txqueue.events.signing import sign
+from txqueue.events.sender import Request, Sender
 from txqueue.models import Message
 from txqueue.worker.concurrency import cancel_and_wait
 
@@ -86,34 +87,16 @@ class DispatcherStats:
     failed: int = 0
 
 
-class _Slot:
-    """One request slot of `_Slots`, released once: after the request, or when the attempt
-    ends without one."""
+@dataclass
+class _Settled:
+    """What an attempt's record left behind, for the stats and the log once committed."""
 
-    def __init__(self, requests: asyncio.Semaphore, unfinished: asyncio.Semaphore) -> None:
-        self._requests = requests
-        self.unfinished = unfinished
-        self._held = True
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._requests.release()
-
-
-class _Slots:
-    """Bounds attempts handed to the HTTP threads and attempts not yet recorded (more): an
-    attempt frees its request slot once its response is in, so the next request starts
-    while the recorder commits this one's record with others, in one transaction."""
-
-    def __init__(self, requests: int, unfinished: int) -> None:
-        self._requests = asyncio.Semaphore(requests)
-        self._unfinished = asyncio.Semaphore(unfinished)
-
-    async def acquire(self) -> _Slot:
-        await self._unfinished.acquire()
-        await self._requests.acquire()
-        return _Slot(self._requests, self._unfinished)
+    name: str
+    uid: str
+    number: int
+    state: str
+    error: str | None
+    delay: timedelta | None
 
 
 class AsyncDispatcher:
@@ -154,9 +137,16 @@ class AsyncDispatcher:
         self._stopping = asyncio.Event()
         self._catalog: Catalog | None = None
         self._loaded_at = 0.0
-        self._deliverer: HttpDeliverer | None = None
-        self._http_threads: ThreadPoolExecutor | None = None
+        self._sender: Sender | None = None
         self._recorder = Recorder(database)
+        # Attempts handed to the HTTP threads and not answered, and attempts received and not
+        # recorded; receiving waits for `_room` while either is at its bound.
+        self._requests = 0
+        self._unfinished = 0
+        self._requests_bound = concurrency * _AHEAD
+        self._unfinished_bound = concurrency * _AHEAD + _RECORD_BACKLOG
+        self._room = asyncio.Event()
+        self._idle = asyncio.Event()
 
     def stop(self) -> None:
         """Ask `run` to finish: attempts in flight complete, nothing new is received."""
@@ -165,19 +155,18 @@ class AsyncDispatcher:
     async def run(self) -> None:
         """Receive and deliver until `stop`; errors of one delivery never end the loop."""
         await self.events.ensure_tables()
-        slots = _Slots(self.concurrency * _AHEAD, self.concurrency * _AHEAD + _RECORD_BACKLOG)
         tasks: set[asyncio.Task[None]] = set()
         next_purge = time.monotonic()
         recorder = asyncio.create_task(self._recorder.run())
-        self._deliverer = HttpDeliverer(self.attempt_timeout, limits=_pool_limits(self.concurrency))
-        self._http_threads = ThreadPoolExecutor(self.concurrency, "txqueue-http")
+        deliverer = HttpDeliverer(self.attempt_timeout, limits=_pool_limits(self.concurrency))
+        self._sender = Sender(deliverer, self.concurrency, self.database.now)
         try:
             while not self._stopping.is_set():
                 if self.purge_interval is not None and time.monotonic() >= next_purge:
                     next_purge = time.monotonic() + self.purge_interval.total_seconds()
                     await self._purge()
                 try:
-                    await self._receive(slots, tasks)
+                    await self._receive(tasks)
                 except TxqueueError as error:
                     logger.warning(
                         "receiving deliveries failed (%s); retrying in 1 s", printable(error)
@@ -186,11 +175,16 @@ class AsyncDispatcher:
         finally:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+            if self._unfinished:  # attempts in flight finish and are recorded
+                await asyncio.wait(
+                    [asyncio.ensure_future(self._idle.wait()), recorder],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
             await cancel_and_wait([recorder], nudge=0.5)
-            self._http_threads.shutdown()
-            self._deliverer.close()
+            await asyncio.to_thread(self._sender.close)
+            deliverer.close()
 
-    async def _receive(self, slots: _Slots, tasks: set[asyncio.Task[None]]) -> None:
+    async def _receive(self, tasks: set[asyncio.Task[None]]) -> None:
         stream = self.database.receive(
             DELIVERIES,
             max_duration=RECEIVE_WINDOW,
@@ -199,22 +193,94 @@ class AsyncDispatcher:
         )
         try:
             async for message in stream:
-                slot = await slots.acquire()
-                task = asyncio.create_task(self._attempt(message, slot))
-                tasks.add(task)
-
-                def done(finished: asyncio.Task[None], slot: _Slot = slot) -> None:
-                    tasks.discard(finished)
-                    slot.release()
-                    slot.unfinished.release()
-
-                task.add_done_callback(done)
+                while (
+                    self._requests >= self._requests_bound
+                    or self._unfinished >= self._unfinished_bound
+                ):
+                    self._room.clear()
+                    await self._room.wait()
+                self._unfinished += 1
+                self._idle.clear()
+                try:
+                    handed = await self._send(message)
+                except Exception:  # e.g. reading the pipelines failed: `_attempt` logs it
+                    handed = False
+                except BaseException:
+                    self._finished()
+                    raise
+                if not handed:
+                    task = asyncio.create_task(self._attempt(message))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                    task.add_done_callback(self._finished)
                 if self._stopping.is_set():
                     break
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()  # releases received messages not handed out yet
+
+    def _finished(self, *_: object) -> None:
+        """One attempt received earlier is over (recorded, or left to its lease)."""
+        self._unfinished -= 1
+        if self._unfinished < self._unfinished_bound and self._requests < self._requests_bound:
+            self._room.set()
+        if not self._unfinished:
+            self._idle.set()
+
+    def _answered(self) -> None:
+        """One request handed to the HTTP threads is answered."""
+        self._requests -= 1
+        if self._unfinished < self._unfinished_bound and self._requests < self._requests_bound:
+            self._room.set()
+
+    async def _send(self, message: Message) -> bool:
+        """Hand the delivery to the HTTP threads if it only needs what publish encoded (the
+        common case: no event to parse or check); False if it needs `_attempt`."""
+        try:
+            delivery = Delivery.decode(message.payload)
+        except (ValueError, KeyError, TypeError):
+            return False  # `_attempt` dead-letters it
+        if delivery.http is None:
+            return False
+        pipeline = await self._pipeline(message.key[0])
+        if (
+            pipeline is None
+            or pipeline.destination.kind != "http"
+            or pipeline.input_payload_format is not None
+        ):
+            return False
+        self._requests += 1
+        assert self._sender is not None
+        self._sender.submit(Request(message, delivery, pipeline, delivery.http, self._record))
+        return True
+
+    def _record(self, request: Request) -> None:
+        """Record an answered request (on the event loop, without waiting for the commit)."""
+        self._answered()
+        attempt = request.attempt
+        if attempt is None:  # failed unexpectedly: the lease expires and it is redone
+            self._finished()
+            return
+        message = request.message
+        record, settled = self._outcome(
+            message, request.delivery, request.pipeline, attempt, request.started
+        )
+
+        def recorded(error: BaseException | None) -> None:
+            self._finished()
+            if error is None:
+                self._settled(settled)
+            elif isinstance(error, LeaseLost):
+                self._lease_lost(settled, error)
+            else:  # the database failed: the lease expires and the attempt is redone
+                logger.error(
+                    "delivery %s failed unexpectedly; it will be retried",
+                    printable(message.key),
+                    exc_info=error,
+                )
+
+        self._recorder.submit(record, recorded)
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` unless the dispatcher starts stopping."""
@@ -248,17 +314,17 @@ class AsyncDispatcher:
             self._loaded_at = time.monotonic()
         return self._catalog
 
-    async def _attempt(self, message: Message, slot: _Slot) -> None:
+    async def _attempt(self, message: Message) -> None:
         """Make one attempt of one delivery and record it; never raises."""
         try:
             with telemetry.consuming(message):  # in the publisher's trace, when tracing
-                await self._attempt_unguarded(message, slot)
+                await self._attempt_unguarded(message)
         except Exception:  # a bug or an outage: the lease expires and the attempt is redone
             logger.exception(
                 "delivery %s failed unexpectedly; it will be retried", printable(message.key)
             )
 
-    async def _attempt_unguarded(self, message: Message, slot: _Slot) -> None:
+    async def _attempt_unguarded(self, message: Message) -> None:
         name, uid = message.key
         try:
             delivery = Delivery.decode(message.payload)
@@ -269,17 +335,6 @@ class AsyncDispatcher:
             return
         started = self.database.now() or datetime.now(timezone.utc)
         pipeline = await self._pipeline(name)
-        if (
-            pipeline is not None
-            and pipeline.destination.kind == "http"
-            and pipeline.input_payload_format is None
-            and delivery.http is not None
-        ):  # nothing to check in the event: send what publish encoded
-            headers, body = delivery.http
-            attempt = await self._post(pipeline, uid, headers, body)
-            slot.release()  # the request is done: the next one may start while this records
-            await self._finish(message, delivery, pipeline, attempt, started)
-            return
         event: CloudEvent | None = None
         try:
             event = from_json(delivery.event)
@@ -292,10 +347,12 @@ class AsyncDispatcher:
             await self._finish(message, delivery, pipeline, attempt, started)
             return
         if pipeline.destination.kind == "http":
-            headers, body = to_binary_http(event, uid)
-            attempt = await self._post(pipeline, uid, headers, body)
-            slot.release()
-            await self._finish(message, delivery, pipeline, attempt, started)
+            http = delivery.http if pipeline.input_payload_format is None else None
+            request = await self._post(
+                message, delivery, pipeline, http or to_binary_http(event, uid)
+            )
+            if request.attempt is not None:  # None: failed unexpectedly (logged); lease expires
+                await self._finish(message, delivery, pipeline, request.attempt, request.started)
             return
         forward = self._forward(pipeline, event, uid, delivery)
         clock = time.monotonic()
@@ -310,28 +367,25 @@ class AsyncDispatcher:
             await self._finish(message, delivery, pipeline, failed, started)
 
     async def _post(
-        self, pipeline: Pipeline, uid: str, headers: dict[str, str], body: bytes
-    ) -> Attempt:
-        """One HTTP attempt on the dispatcher's threads, signed if the pipeline signs."""
-        assert self._deliverer is not None and self._http_threads is not None
-        if pipeline.signing_secret is not None:
-            headers = {**headers, **sign(pipeline.signing_secret, uid, int(time.time()), body)}
-        span, headers = telemetry.start_delivery(
-            pipeline.name, pipeline.destination.target, headers
-        )
-        attempt = None
-        try:
-            attempt = await asyncio.get_running_loop().run_in_executor(
-                self._http_threads,
-                self._deliverer.deliver,
-                pipeline.destination.target,
-                headers,
-                body,
-                pipeline.allow_private,  # the choice recorded with the pipeline decides
-            )
-            return attempt
-        finally:
-            telemetry.end_delivery(span, pipeline.name, attempt)
+        self,
+        message: Message,
+        delivery: Delivery,
+        pipeline: Pipeline,
+        http: tuple[dict[str, str], bytes],
+    ) -> Request:
+        """One HTTP attempt on the HTTP threads, in this task's trace; the answered request."""
+        assert self._sender is not None
+        answered: asyncio.Future[Request] = asyncio.get_running_loop().create_future()
+
+        def done(request: Request) -> None:
+            self._answered()
+            if not answered.done():
+                answered.set_result(request)
+
+        self._requests += 1
+        context = contextvars.copy_context()
+        self._sender.submit(Request(message, delivery, pipeline, http, done, context))
+        return await answered
 
     def _forward(
         self, pipeline: Pipeline, event: CloudEvent, uid: str, delivery: Delivery
@@ -368,6 +422,27 @@ class AsyncDispatcher:
         clock: float | None = None,
     ) -> None:
         """Ack, log and (for a retry) resend the delivery, all in one transaction."""
+        record, settled = self._outcome(
+            message, delivery, pipeline, attempt, started, forward, clock
+        )
+        try:
+            await self._recorder.record(record)
+        except LeaseLost as lost:
+            self._lease_lost(settled, lost)
+            return
+        self._settled(settled)
+
+    def _outcome(
+        self,
+        message: Message,
+        delivery: Delivery,
+        pipeline: Pipeline | None,
+        attempt: Attempt,
+        started: datetime,
+        forward: Write | None = None,
+        clock: float | None = None,
+    ) -> tuple[AttemptRecord, _Settled]:
+        """What the attempt writes (ack, log row, a resend for a retry) and leaves behind."""
         name, uid = message.key
         number = delivery.attempts + 1
         delay = None
@@ -394,25 +469,29 @@ class AsyncDispatcher:
             when = (self.database.now() or datetime.now(timezone.utc)) + delay
             resend = (replace(delivery, attempts=number).encode(), when)
         record = AttemptRecord(message.key, message.lease_token, row, resend, forward, clock)
-        try:
-            await self._recorder.record(record)
-        except LeaseLost as lost:
-            logger.warning(
-                "delivery %s/%s: lease lost before recording (%s)",
-                *map(printable, (name, uid, lost)),
-            )
-            return
+        return record, _Settled(name, uid, number, state, error, delay)
+
+    @staticmethod
+    def _lease_lost(settled: _Settled, lost: LeaseLost) -> None:
+        logger.warning(
+            "delivery %s/%s: lease lost before recording (%s)",
+            *map(printable, (settled.name, settled.uid, lost)),
+        )
+
+    def _settled(self, settled: _Settled) -> None:
+        """Count a recorded attempt; log a retry or a failure."""
         self.stats.attempts += 1
-        if state == "delivered":
+        name, uid, error = settled.name, settled.uid, settled.error
+        if settled.state == "delivered":
             self.stats.delivered += 1
-        elif state == "retrying":
+        elif settled.state == "retrying":
             self.stats.retried += 1
             logger.info(
                 "delivery %s/%s attempt %d: %s; retry in %s",
                 *map(printable, (name, uid)),
-                number,
+                settled.number,
                 printable(error),
-                delay,
+                settled.delay,
             )
         else:
             self.stats.failed += 1

@@ -14,6 +14,7 @@ which SQLite needs anyway.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -23,7 +24,9 @@ from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.errors import FailedPrecondition, NotFound, TxqueueError
 from txqueue.events.records import ATTEMPT_COLUMNS, ATTEMPTS, DELIVERIES, DeliveryAttempt
 
-__all__ = ["AttemptRecord", "LeaseLost", "Recorder", "Write"]
+__all__ = ["AttemptRecord", "LeaseLost", "Recorded", "Recorder", "Write"]
+
+logger = logging.getLogger("txqueue.events")
 
 Write = Callable[[AsyncTransaction], Awaitable[None]]
 
@@ -48,20 +51,36 @@ class AttemptRecord:
     clock: float | None = None
 
 
+#: Called on the event loop once a record is committed (None) or failed (its error).
+Recorded = Callable[[BaseException | None], None]
+
+
 class Recorder:
     """Commits attempt records in groups of up to ``limit``; see the module docstring."""
 
     def __init__(self, database: AsyncDatabase, limit: int = 64) -> None:
         self._database = database
         self._limit = limit
-        self._pending: asyncio.Queue[tuple[AttemptRecord, asyncio.Future[None]]]
-        self._pending = asyncio.Queue()
+        self._pending: asyncio.Queue[tuple[AttemptRecord, Recorded]] = asyncio.Queue()
 
     async def record(self, record: AttemptRecord) -> None:
         """Commit ``record`` (with others); raise LeaseLost or the forward's error."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.put_nowait((record, done))
+
+        def recorded(error: BaseException | None) -> None:
+            if done.done():  # the attempt was cancelled meanwhile
+                return
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+        self._pending.put_nowait((record, recorded))
         await done
+
+    def submit(self, record: AttemptRecord, recorded: Recorded) -> None:
+        """Commit ``record`` with others, then call ``recorded`` (without waiting)."""
+        self._pending.put_nowait((record, recorded))
 
     async def run(self) -> None:
         """Commit pending records until cancelled."""
@@ -75,16 +94,24 @@ class Recorder:
                 except Exception:
                     pass  # redone one by one below
                 else:
-                    for _, done in group:
-                        done.set_result(None)
+                    for _, recorded in group:
+                        _tell(recorded, None)
                     continue
-            for record, done in group:
+            for record, recorded in group:
                 try:
                     await self._database.run_in_transaction(apply, [record])
                 except Exception as error:
-                    done.set_exception(error)
+                    _tell(recorded, error)
                 else:
-                    done.set_result(None)
+                    _tell(recorded, None)
+
+
+def _tell(recorded: Recorded, error: BaseException | None) -> None:
+    """Call ``recorded``; its bug is logged, never ends the recorder."""
+    try:
+        recorded(error)
+    except Exception:
+        logger.exception("settling a recorded attempt failed unexpectedly")
 
 
 async def apply(txn: AsyncTransaction, records: list[AttemptRecord]) -> None:
