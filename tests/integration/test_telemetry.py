@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -222,6 +224,59 @@ def test_no_sdk_no_span_and_no_context(database_url: str) -> None:
         assert rows == [(None,)]
     finally:
         db.close()
+
+
+_UNTOUCHED_API = """
+import sys
+import txqueue
+from txqueue import telemetry
+from txqueue.testing import drain
+
+telemetry.RECHECK = 0.0  # look for a provider at every message: the last part needs it
+db = txqueue.connect(sys.argv[1])
+db.update_ddl(sys.argv[2:])
+with db.batch() as batch:
+    for key in (1, 2, 3):
+        batch.send("Tasks", (key,), b"{}")
+for message in db.receive_now("Tasks", max_batch_size=2):
+    db.run_in_transaction(
+        lambda transaction, m=message: transaction.ack("Tasks", m.key, lease_token=m.lease_token)
+    )
+drain(db, "Tasks", lambda message: None)
+assert "opentelemetry" not in sys.modules, sorted(m for m in sys.modules if "opentelemetry" in m)
+
+# The application sets up an SDK only now: txqueue's next send is traced.
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+db.run_in_transaction(lambda transaction: transaction.send("Tasks", (4,), b"{}"))
+names = [span.name.lower() for span in exporter.get_finished_spans()]
+assert names == ["send tasks"], names
+db.close()
+"""
+
+
+def test_an_application_that_never_imports_opentelemetry_never_loads_it(
+    database_url: str,
+) -> None:
+    """Sends, receives, acks and handler runs leave the API unimported until the application
+    imports it to set up an SDK (loading it took a process's first receive ~15 ms of CPU);
+    a provider set up after txqueue's first messages is still used."""
+    ddl = POSTGRESQL if database_url.startswith("postgresql") else GOOGLESQL
+    finished = subprocess.run(
+        [sys.executable, "-c", _UNTOUCHED_API, database_url, *ddl],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
 
 
 async def test_worker_spans_metrics_and_log_ids(
