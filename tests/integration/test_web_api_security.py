@@ -4,6 +4,7 @@ read-only, the security headers, serving under a base path or inside a parent ap
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -255,6 +256,36 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@contextlib.contextmanager
+def serving(arguments: list[str], ready_url: str) -> Iterator[list[str]]:
+    """``txqueue dashboard ARGUMENTS`` as a process, once ``ready_url`` answers; terminated
+    after, its output then appended to the list yielded."""
+    txqueue_command = str(Path(sys.executable).parent / "txqueue")
+    process = subprocess.Popen(
+        [txqueue_command, "dashboard", *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                httpx.get(ready_url, timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)  # polling the port until the server has bound it
+        output: list[str] = []
+        yield output
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=30)
+    output.append((out + err).decode())
+
+
 def test_the_dashboard_command_serves_the_api(sqlite_url: str, tmp_path: Path) -> None:
     with txqueue.connect(sqlite_url) as database:
         database.update_ddl([MAIL])
@@ -262,33 +293,45 @@ def test_the_dashboard_command_serves_the_api(sqlite_url: str, tmp_path: Path) -
     token_file.write_text(TOKEN + "\nignored second line\n")
     token_file.chmod(0o644)  # readable by others: served, with a warning
     port = free_port()
-    txqueue_command = str(Path(sys.executable).parent / "txqueue")
-    command = [txqueue_command, "dashboard", "--database", sqlite_url]
-    command += ["--port", str(port), "--token-file", str(token_file), "--base-path", "/txq"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"}
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/txq/api/v1/queues"
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, process.communicate()
-            try:
-                answer = httpx.get(url, headers=BEARER, timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)  # polling the port until the server has bound it
+    arguments = ["--database", sqlite_url, "--port", str(port), "--token-file", str(token_file)]
+    url = f"http://127.0.0.1:{port}/txq/api/v1/queues"
+    with serving([*arguments, "--base-path", "/txq"], url) as output:
+        answer = httpx.get(url, headers=BEARER, timeout=2)
         assert answer.status_code == 200
         assert [queue["name"] for queue in answer.json()["queues"]] == ["mail"]
         assert httpx.get(url, timeout=2).status_code == 401
-    finally:
-        process.terminate()
-        out, err = process.communicate(timeout=30)
-    output = (out + err).decode()
-    assert TOKEN not in output
-    assert "can be read by other users" in output and f"127.0.0.1:{port}/txq/" in output
+    assert TOKEN not in output[0]
+    assert "can be read by other users" in output[0] and f"127.0.0.1:{port}/txq/" in output[0]
+
+
+def test_without_a_token_the_command_serves_only_loopback_host_names(sqlite_url: str) -> None:
+    """A page whose DNS name is rebound to 127.0.0.1 sends its own name as Host: refused."""
+    with txqueue.connect(sqlite_url) as database:
+        database.update_ddl([MAIL])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api/v1/queues"
+    with serving(["--database", sqlite_url, "--port", str(port)], url):
+        assert httpx.get(url, timeout=2).status_code == 200
+        for host in (f"localhost:{port}", "127.0.0.1"):
+            assert httpx.get(url, headers={"host": host}, timeout=2).status_code == 200
+        rebound = httpx.get(url, headers={"host": f"attacker.example:{port}"}, timeout=2)
+        assert rebound.status_code == 400
+        assert rebound.json()["error"]["code"] == "InvalidArgument"
+
+
+async def test_allowed_hosts_refuse_other_host_headers(db: txqueue.Database) -> None:
+    app = create_app(db, allowed_hosts=["127.0.0.1", "localhost", "::1"])
+    for base, status in [
+        ("http://127.0.0.1:8080", 200),
+        ("http://[::1]:8080", 200),
+        ("http://LOCALHOST", 200),
+        ("http://attacker.example:8080", 400),
+        ("http://127.0.0.1.attacker.example", 400),
+    ]:
+        async with client_of(app, base) as http:
+            assert (await http.get("/api/v1/queues")).status_code == status, base
+    async with client_of(create_app(db), "http://any.example") as http:  # the default: any
+        assert (await http.get("/api/v1/queues")).status_code == 200
 
 
 @pytest.mark.parametrize("package", ["starlette", "jinja2", "uvicorn"])

@@ -107,7 +107,12 @@ def dashboard(
 
     opened = open_database(database)
     try:
-        app = create_app(opened, token=token, read_only=read_only, base_path=base_path)
+        # Without a token only loopback is bound: serve only loopback names too, so a page
+        # whose DNS name is rebound to 127.0.0.1 cannot drive the dashboard.
+        hosts = None if token is not None else ["127.0.0.1", "localhost", "::1", host.strip("[]")]
+        app = create_app(
+            opened, token=token, read_only=read_only, base_path=base_path, allowed_hosts=hosts
+        )
     except InvalidArgument as error:
         opened.close()
         raise click.UsageError(str(error)) from None

@@ -21,6 +21,7 @@ case ``base_path`` stays empty.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ class WebState:
     templates: Jinja2Templates
     owns_database: bool = False
     base_path: str = ""  # the prefix given to create_app ("" when mounted by another app)
+    allowed_hosts: frozenset[str] | None = None  # Host header names served (None: any)
     _events: Events | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -112,12 +114,16 @@ def create_app(
     token: str | None = None,
     read_only: bool = False,
     base_path: str = "",
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The dashboard and its HTTP API (``/api/v1``) as one ASGI application.
 
     ``database`` is a URL (opened here, closed when the app shuts down) or an open sync
     `txqueue.Database`. With ``token`` every page asks to log in and every API call needs
-    ``Authorization: Bearer <token>``; ``read_only`` refuses every change.
+    ``Authorization: Bearer <token>``; ``read_only`` refuses every change. With
+    ``allowed_hosts``, a request whose ``Host`` header names another host is refused (400):
+    `txqueue dashboard` passes the loopback names when it runs without a token, so a web page
+    whose DNS name is rebound to 127.0.0.1 cannot drive the dashboard from the user's browser.
     """
     prefix = _normal_base_path(base_path)
     if token is not None:
@@ -129,7 +135,8 @@ def create_app(
             "database must be a URL or a txqueue.Database (the sync face), "
             f"got {type(database).__name__}"
         )
-    state = WebState(opened, bool(read_only), token, _templates(), owns, prefix)
+    hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+    state = WebState(opened, bool(read_only), token, _templates(), owns, prefix, hosts)
 
     routes: list[BaseRoute] = [
         Mount("/api/v1", routes=api.routes()),

@@ -138,6 +138,10 @@ class SecurityMiddleware:
 
         state: WebState = scope["app"].state.txqueue
         headers = Headers(scope=scope)
+        if state.allowed_hosts is not None and _host_name(headers) not in state.allowed_hosts:
+            response = _error(400, "InvalidArgument", "this dashboard does not serve that host")
+            await response(scope, receive, send)
+            return
         cookies = _cookies(headers)
         path = route_path(scope)
         method = str(scope["method"]).upper()
@@ -226,6 +230,14 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, path: str, message
             status_code=403,
         )
     await response(scope, receive, send)
+
+
+def _host_name(headers: Headers) -> str:
+    """The host name of the ``Host`` header, lower-cased, without port or IPv6 brackets."""
+    host = headers.get("host", "").strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _plausible_csrf(value: str) -> bool:
