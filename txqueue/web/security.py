@@ -139,8 +139,8 @@ class SecurityMiddleware:
         state: WebState = scope["app"].state.txqueue
         headers = Headers(scope=scope)
         if state.allowed_hosts is not None and _host_name(headers) not in state.allowed_hosts:
-            response = _error(400, "InvalidArgument", "this dashboard does not serve that host")
-            await response(scope, receive, send)
+            refusal = _error(400, "InvalidArgument", "this dashboard does not serve that host")
+            await refusal(scope, receive, send)
             return
         cookies = _cookies(headers)
         path = route_path(scope)
