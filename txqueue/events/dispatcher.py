@@ -13,8 +13,9 @@ encoded (`sender`): a thread takes the next request as soon as its response is i
 requests go on while the recorder commits, and the event loop collects the answers in
 groups. Delays are measured on the dispatcher host's clock.
 
-Configuration is re-read at most every ``config_refresh`` (1 s), so ``update`` of a pipeline
-applies from the next attempt on, without a restart.
+Configuration is re-read every ``config_refresh`` (1 s), so ``update`` of a pipeline applies
+without a restart. The read runs beside the deliveries, which meanwhile go on with the
+settings read before, so it does not hold up the events that arrive during it.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ import httpx
 
 import txqueue
 from txqueue import telemetry
-from txqueue._async._compat import done_within
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.durations import MAX_DURATION, to_duration
 from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
+from txqueue.drivers._async_compat import done_within
 from txqueue.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -137,6 +138,7 @@ class AsyncDispatcher:
         self._stopping = asyncio.Event()
         self._catalog: Catalog | None = None
         self._loaded_at = 0.0
+        self._reloading: asyncio.Task[None] | None = None
         self._sender: Sender | None = None
         self._recorder = Recorder(database)
         # Attempts handed to the HTTP threads and not answered, and attempts received and not
@@ -180,7 +182,8 @@ class AsyncDispatcher:
                     [asyncio.ensure_future(self._idle.wait()), recorder],
                     return_when=asyncio.FIRST_COMPLETED,
                 )
-            await cancel_and_wait([recorder], nudge=0.5)
+            reloading = [] if self._reloading is None else [self._reloading]
+            await cancel_and_wait([recorder, *reloading], nudge=0.5)
             await asyncio.to_thread(self._sender.close)
             deliverer.close()
 
@@ -308,11 +311,25 @@ class AsyncDispatcher:
         return pipeline
 
     async def _config(self, force: bool = False) -> Catalog:
-        stale = time.monotonic() - self._loaded_at >= self.config_refresh
-        if self._catalog is None or stale or force:
-            self._catalog = await self.events.catalog()
-            self._loaded_at = time.monotonic()
+        if self._catalog is None or force or not self.config_refresh:
+            await self._reload()
+        elif self._reloading is None and time.monotonic() - self._loaded_at >= self.config_refresh:
+            self._reloading = asyncio.create_task(self._reload_beside())
+        assert self._catalog is not None
         return self._catalog
+
+    async def _reload(self) -> None:
+        self._catalog = await self.events.catalog()
+        self._loaded_at = time.monotonic()
+
+    async def _reload_beside(self) -> None:
+        """Re-read the configuration while deliveries go on with the one read before."""
+        try:
+            await self._reload()
+        except TxqueueError as error:  # tried again at the next delivery
+            logger.warning("reading the pipelines failed: %s", printable(error))
+        finally:
+            self._reloading = None
 
     async def _attempt(self, message: Message) -> None:
         """Make one attempt of one delivery and record it; never raises."""
