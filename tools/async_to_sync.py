@@ -36,6 +36,7 @@ FILES = {
     "txqueue/drivers/postgres/_async_transaction.py": "txqueue/drivers/postgres/_sync_transaction.py",
     "txqueue/drivers/postgres/_async_server.py": "txqueue/drivers/postgres/_sync_server.py",
     "txqueue/drivers/postgres/_async_browse.py": "txqueue/drivers/postgres/_sync_browse.py",
+    "txqueue/worker/_async_apply.py": "txqueue/worker/_sync_apply.py",
 }
 NAMES = {
     "_async": "_sync",

@@ -26,11 +26,11 @@ from txqueue.errors import InvalidArgument
 from txqueue.models import Message
 from txqueue.worker.app import App, HandlerSpec
 from txqueue.worker.concurrency import DaemonThreadPool
+from txqueue.worker.database_access import AsyncDatabaseAccess, DatabaseAccess, SyncDatabaseAccess
 from txqueue.worker.leases import Lease
 from txqueue.worker.outcomes import Outcome, OutcomeKind
 from txqueue.worker.process import Handling, process
 from txqueue.worker.scenarios import schedule_send, seed_slot
-from txqueue.worker.store import AsyncStore, Store, SyncStore
 
 __all__ = ["FakeClock", "drain", "drain_async"]
 
@@ -137,27 +137,27 @@ async def drain_async(
         clock = target.clock
     pool = DaemonThreadPool(4, name="txqueue-drain")
     opened: AsyncDatabase | None = None
-    store: Store | None = None
+    access: DatabaseAccess | None = None
     try:
         if isinstance(target, App):
             url = target.database
             if url is None:
                 raise InvalidArgument("the App has no database URL: drain(db, queue, app)")
             opened = await connect_async(url, clock=target.clock)
-            store = AsyncStore(opened, pool, lambda: connect(url, clock=target.clock))
+            access = AsyncDatabaseAccess(opened, pool, lambda: connect(url, clock=target.clock))
         elif isinstance(target, AsyncDatabase):
-            store = AsyncStore(target, pool)
+            access = AsyncDatabaseAccess(target, pool)
         elif isinstance(target, Database):
-            store = SyncStore(target)
+            access = SyncDatabaseAccess(target)
         else:
             raise InvalidArgument("drain needs an App, a Database or an AsyncDatabase")
-        return await _drain(store, spec, clock if advance_clock else None, max_deliveries)
+        return await _drain(access, spec, clock if advance_clock else None, max_deliveries)
     finally:
         pool.shutdown()
         if opened is not None:
             await opened.close()
-        if opened is not None and isinstance(store, AsyncStore):
-            store.close_sync()
+        if opened is not None and isinstance(access, AsyncDatabaseAccess):
+            access.close_sync()
 
 
 def _spec(target: object, queue: str, handler: object, retry: RetryPolicy | None) -> HandlerSpec:
@@ -175,19 +175,19 @@ def _spec(target: object, queue: str, handler: object, retry: RetryPolicy | None
 
 
 async def _drain(
-    store: Store, spec: HandlerSpec, clock: FakeClock | None, limit: int
+    access: DatabaseAccess, spec: HandlerSpec, clock: FakeClock | None, limit: int
 ) -> list[Outcome]:
     if spec.schedule is not None:
-        table = await store.queue(spec.queue)
-        await store.apply(
-            [schedule_send(table, spec.schedule, seed_slot(store.now(), spec.schedule.every))]
+        table = await access.queue(spec.queue)
+        await access.apply(
+            [schedule_send(table, spec.schedule, seed_slot(access.now(), spec.schedule.every))]
         )
     outcomes: list[Outcome] = []
     retries: list[datetime] = []
     while len(outcomes) < limit:
-        message = await _receive_one(store, spec)
+        message = await _receive_one(access, spec)
         if message is None:
-            now = store.now()
+            now = access.now()
             upcoming = [due for due in retries if due > now]
             if clock is None or not upcoming:
                 break
@@ -200,24 +200,24 @@ async def _drain(
             return token
 
         handling = Handling(spec, message, Lease(message, spec.lease_duration), settle)
-        outcome = await process(handling, store)
+        outcome = await process(handling, access)
         outcomes.append(outcome)
         if outcome.kind is OutcomeKind.RETRIED and outcome.delay is not None:
-            retries.append(store.now() + outcome.delay)
+            retries.append(access.now() + outcome.delay)
     return outcomes
 
 
-async def _receive_one(store: Store, spec: HandlerSpec) -> Message | None:
-    if isinstance(store, SyncStore):
-        stream = store.database.receive(
+async def _receive_one(access: DatabaseAccess, spec: HandlerSpec) -> Message | None:
+    if isinstance(access, SyncDatabaseAccess):
+        stream = access.database.receive(
             spec.queue, max_duration=_READY_NOW, lease_duration=spec.lease_duration
         )
         try:
             return next(iter(stream), None)
         finally:
             stream.close()  # type: ignore[attr-defined]
-    assert isinstance(store, AsyncStore)
-    astream = store.database.receive(
+    assert isinstance(access, AsyncDatabaseAccess)
+    astream = access.database.receive(
         spec.queue, max_duration=_READY_NOW, lease_duration=spec.lease_duration
     )
     try:

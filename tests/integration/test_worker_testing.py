@@ -148,15 +148,15 @@ def test_stale_transactional_worker_rolls_back(
     [current] = list(db.receive("Tasks", max_duration=timedelta(milliseconds=1)))
 
     async def run_stale() -> OutcomeKind:
+        from txqueue.worker.database_access import SyncDatabaseAccess
         from txqueue.worker.process import process
-        from txqueue.worker.store import SyncStore
 
         async def settle() -> str | None:
             return stale.lease_token
 
         spec = app.handler_for("Tasks")
         handling = Handling(spec, stale, Lease(stale, spec.lease_duration), settle)
-        return (await process(handling, SyncStore(db))).kind
+        return (await process(handling, SyncDatabaseAccess(db))).kind
 
     import asyncio
 

@@ -1,208 +1,33 @@
-"""What the worker asks of the database, in its own words, for the asyncio and sync faces.
+"""What the worker asks of the database, in its own words, on the asyncio and sync faces.
 
-The worker runs on ``AsyncDatabase`` (``AsyncStore``); ``txqueue.testing.drain`` may run on a
-plain ``Database`` (``SyncStore``). Transactions are described as data (``Ack``/``Send``
-operations around an optional handler call) and applied by one small interpreter per face,
-so the rules live once. Acks made in a transaction are remembered per transaction, so a
-helper such as ``checkpoint`` never acks a message the worker already acked there.
-
-Errors of sends and acks may surface when they are written or only at the next statement or
-at commit (the PostgreSQL driver buffers them like Spanner mutations), so the rules here hold
-for either: a refused fenced ack anywhere in the transaction is a lost lease, and a
-transaction failing with AlreadyExists is run again without its ``if_absent`` sends.
+The worker runs on ``AsyncDatabase`` (``AsyncDatabaseAccess``); ``txqueue.testing.drain`` may
+run on a plain ``Database`` (``SyncDatabaseAccess``). Both build their transactions from
+``txqueue.worker.operations`` and apply them with ``txqueue.worker._async_apply`` or its
+generated sync twin, so the rules live once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import weakref
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue._sync.database import Database, Transaction
 from txqueue.core.schema import Table
-from txqueue.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from txqueue.errors import InvalidArgument
 from txqueue.models import LeaseRenewal, Message
+from txqueue.worker import _async_apply, _sync_apply
 from txqueue.worker.acks import AckBatcher
 from txqueue.worker.concurrency import DaemonThreadPool
+from txqueue.worker.operations import Ack, Operation, run_handler_plan, run_plan
 
-__all__ = ["Ack", "AsyncStore", "LeaseLostError", "Send", "Store", "SyncStore"]
-
-
-@dataclass(frozen=True)
-class Ack:
-    """Ack ``key``; fenced by ``lease_token`` when given."""
-
-    queue: str
-    key: tuple[Any, ...]
-    lease_token: str | None
-    ignore_not_found: bool = False
+__all__ = ["AsyncDatabaseAccess", "DatabaseAccess", "SyncDatabaseAccess"]
 
 
-@dataclass(frozen=True)
-class Send:
-    """Send a message; with ``if_absent`` an existing key is left alone (deduplication)."""
-
-    queue: str
-    key: tuple[Any, ...]
-    payload: Any
-    deliver_time: datetime | None = None
-    if_absent: bool = False
-
-
-Operation = Ack | Send
-
-
-class LeaseLostError(Exception):
-    """The fenced ack opening a transaction was refused: this worker no longer holds it."""
-
-
-_acked: weakref.WeakKeyDictionary[Any, set[tuple[str, tuple[Any, ...]]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def acked_in(transaction: Any, queue: str, key: tuple[Any, ...]) -> bool:
-    """Whether ``key`` of ``queue`` was already acked in ``transaction`` by txqueue."""
-    return (queue.lower(), tuple(key)) in _acked.get(transaction, ())
-
-
-def _record_ack(transaction: Any, queue: str, key: tuple[Any, ...]) -> None:
-    _acked.setdefault(transaction, set()).add((queue.lower(), tuple(key)))
-
-
-def _fence(error: Exception, operation: Ack, first: bool) -> None:
-    if first and operation.lease_token and isinstance(error, FailedPrecondition | NotFound):
-        raise LeaseLostError(str(error)) from error
-
-
-def _is_duplicate(operation: Operation) -> bool:
-    return isinstance(operation, Send) and operation.if_absent
-
-
-async def run_plan(
-    run: Callable[[Sequence[Operation]], Awaitable[None]],
-    operations: Sequence[Operation],
-    fence: bool = True,
-) -> None:
-    """Run a transaction built from ``operations``; see the module docstring for the rules.
-
-    With ``fence``, FailedPrecondition/NotFound from anywhere in the transaction is taken as
-    the refusal of its opening fenced ack (plans without a handler have no other source).
-    """
-    try:
-        await _fenced(run, operations, fence)
-    except AlreadyExists:
-        rest = [operation for operation in operations if not _is_duplicate(operation)]
-        if len(rest) == len(operations):
-            raise
-        if rest:
-            await _fenced(run, rest, fence)
-
-
-async def _fenced(
-    run: Callable[[Sequence[Operation]], Awaitable[None]],
-    operations: Sequence[Operation],
-    fence: bool,
-) -> None:
-    try:
-        await run(operations)
-    except (FailedPrecondition, NotFound) as error:
-        if not fence:
-            raise
-        first = operations[0] if operations else None
-        if isinstance(first, Ack) and first.lease_token is not None:
-            raise LeaseLostError(str(error)) from error
-        raise
-
-
-def apply_sync(transaction: Transaction, operations: Sequence[Operation], first: bool) -> None:
-    """Apply operations in a sync transaction (``first``: a refused first ack is a lost lease)."""
-    for index, operation in enumerate(operations):
-        if isinstance(operation, Ack):
-            try:
-                transaction.ack(
-                    operation.queue,
-                    operation.key,
-                    ignore_not_found=operation.ignore_not_found,
-                    lease_token=operation.lease_token,
-                )
-            except (FailedPrecondition, NotFound) as error:
-                _fence(error, operation, first and index == 0)
-                raise
-            _record_ack(transaction, operation.queue, operation.key)
-        else:
-            try:
-                transaction.send(
-                    operation.queue, operation.key, operation.payload, operation.deliver_time
-                )
-            except AlreadyExists:
-                if not operation.if_absent:
-                    raise
-
-
-async def apply_async(
-    transaction: AsyncTransaction, operations: Sequence[Operation], first: bool
-) -> None:
-    """Apply operations in an asyncio transaction; see ``apply_sync``."""
-    for index, operation in enumerate(operations):
-        if isinstance(operation, Ack):
-            try:
-                await transaction.ack(
-                    operation.queue,
-                    operation.key,
-                    ignore_not_found=operation.ignore_not_found,
-                    lease_token=operation.lease_token,
-                )
-            except (FailedPrecondition, NotFound) as error:
-                _fence(error, operation, first and index == 0)
-                raise
-            _record_ack(transaction, operation.queue, operation.key)
-        else:
-            try:
-                await transaction.send(
-                    operation.queue, operation.key, operation.payload, operation.deliver_time
-                )
-            except AlreadyExists:
-                if not operation.if_absent:
-                    raise
-
-
-def flush_sync(transaction: Transaction) -> None:
-    """Apply the opening ack now: a refused one surfaces here, as a lost lease, and the
-    message's row is locked by the transaction from then on."""
-    try:
-        transaction.flush()
-    except (FailedPrecondition, NotFound) as error:
-        raise LeaseLostError(str(error)) from error
-
-
-async def flush_async(transaction: AsyncTransaction) -> None:
-    """``flush_sync`` for an asyncio transaction."""
-    try:
-        await transaction.flush()
-    except (FailedPrecondition, NotFound) as error:
-        raise LeaseLostError(str(error)) from error
-
-
-async def _transact(
-    once: Callable[[Sequence[Operation]], Awaitable[None]],
-    before: Sequence[Operation],
-    after: Sequence[Operation],
-) -> None:
-    """Run a handler transaction (``once(after)``), with ``run_plan``'s rules for ``before``."""
-
-    async def run(operations: Sequence[Operation]) -> None:
-        await once(operations[len(before) :])
-
-    await run_plan(run, [*before, *after], fence=False)
-
-
-class Store(Protocol):
+class DatabaseAccess(Protocol):
     """The database operations the worker needs (one implementation per face)."""
 
     def now(self) -> datetime:
@@ -245,8 +70,8 @@ def _now(pinned: datetime | None) -> datetime:
     return pinned if pinned is not None else datetime.now(timezone.utc)
 
 
-class AsyncStore:
-    """The worker's store: ``AsyncDatabase``, plus a sync ``Database`` for sync transactional
+class AsyncDatabaseAccess:
+    """The worker's database access: ``AsyncDatabase``, plus a sync ``Database`` for sync transactional
     handlers (they are given a ``txqueue.Transaction``), opened on first use."""
 
     def __init__(
@@ -275,7 +100,7 @@ class AsyncStore:
     async def apply(self, operations: Sequence[Operation]) -> None:
         async def once(plan: Sequence[Operation]) -> None:
             async def run(transaction: AsyncTransaction) -> None:
-                await apply_async(transaction, plan, first=True)
+                await _async_apply.apply(transaction, plan, first=True)
 
             await self.database.run_in_transaction(run)
 
@@ -293,27 +118,27 @@ class AsyncStore:
 
             async def once_async(plan: Sequence[Operation]) -> None:
                 async def run(transaction: AsyncTransaction) -> None:
-                    await apply_async(transaction, before, first=True)
-                    await flush_async(transaction)
+                    await _async_apply.apply(transaction, before, first=True)
+                    await _async_apply.flush(transaction)
                     await function(message, transaction)
-                    await apply_async(transaction, plan, first=False)
+                    await _async_apply.apply(transaction, plan, first=False)
 
                 await self.database.run_in_transaction(run)
 
-            await _transact(once_async, before, after)
+            await run_handler_plan(once_async, before, after)
             return
         database = await self._sync_database()
 
         async def once_sync(plan: Sequence[Operation]) -> None:
             def run(transaction: Transaction) -> None:
-                apply_sync(transaction, before, first=True)
-                flush_sync(transaction)
+                _sync_apply.apply(transaction, before, first=True)
+                _sync_apply.flush(transaction)
                 function(message, transaction)
-                apply_sync(transaction, plan, first=False)
+                _sync_apply.apply(transaction, plan, first=False)
 
             await self._pool.run(database.run_in_transaction, run)
 
-        await _transact(once_sync, before, after)
+        await run_handler_plan(once_sync, before, after)
 
     async def _sync_database(self) -> Database:
         async with self._opening:
@@ -349,8 +174,8 @@ class AsyncStore:
             self._sync = None
 
 
-class SyncStore:
-    """A store over a sync ``Database``, for ``txqueue.testing.drain``: calls block (the
+class SyncDatabaseAccess:
+    """Database access over a sync ``Database``, for ``txqueue.testing.drain``: calls block (the
     drain runs on its own loop), sync handlers run inline, async handlers on that loop."""
 
     def __init__(self, database: Database) -> None:
@@ -367,7 +192,7 @@ class SyncStore:
 
     async def apply(self, operations: Sequence[Operation]) -> None:
         async def once(plan: Sequence[Operation]) -> None:
-            self.database.run_in_transaction(lambda txn: apply_sync(txn, plan, first=True))
+            self.database.run_in_transaction(lambda txn: _sync_apply.apply(txn, plan, first=True))
 
         await run_plan(once, operations)
 
@@ -387,14 +212,14 @@ class SyncStore:
 
         async def once(plan: Sequence[Operation]) -> None:
             def run(transaction: Transaction) -> None:
-                apply_sync(transaction, before, first=True)
-                flush_sync(transaction)
+                _sync_apply.apply(transaction, before, first=True)
+                _sync_apply.flush(transaction)
                 function(message, transaction)
-                apply_sync(transaction, plan, first=False)
+                _sync_apply.apply(transaction, plan, first=False)
 
             self.database.run_in_transaction(run)
 
-        await _transact(once, before, after)
+        await run_handler_plan(once, before, after)
 
     async def ack(self, queue: str, key: tuple[Any, ...], token: str) -> None:
         await self.apply([Ack(queue, key, token)])

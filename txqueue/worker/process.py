@@ -25,7 +25,9 @@ from txqueue.errors import FailedPrecondition, NotFound
 from txqueue.models import Message
 from txqueue.worker import context, scenarios
 from txqueue.worker.app import HandlerSpec
+from txqueue.worker.database_access import DatabaseAccess
 from txqueue.worker.leases import Lease
+from txqueue.worker.operations import Ack, LeaseLostError, Send
 from txqueue.worker.outcomes import (
     ActionKind,
     GiveUp,
@@ -34,7 +36,6 @@ from txqueue.worker.outcomes import (
     decide,
     exceeded_error,
 )
-from txqueue.worker.store import Ack, LeaseLostError, Send, Store
 
 __all__ = ["Handling", "process"]
 
@@ -55,18 +56,18 @@ class Handling:
     handler_done: Callable[[], None] = lambda: None
 
 
-async def process(handling: Handling, store: Store) -> Outcome:
+async def process(handling: Handling, access: DatabaseAccess) -> Outcome:
     """Handle one delivery to the end and say what happened to the message.
 
     With OpenTelemetry tracing on, inside a ``process`` span (``txqueue.telemetry``).
     """
-    span = telemetry.start_process(handling.message, store)
+    span = telemetry.start_process(handling.message, access)
     if span is None:
-        return await _process(handling, store)
+        return await _process(handling, access)
     handling.lease.span = span
     try:
         with telemetry.current(span):
-            outcome = await _process(handling, store)
+            outcome = await _process(handling, access)
     except BaseException as error:
         telemetry.abandoned(span, error)
         raise
@@ -74,9 +75,9 @@ async def process(handling: Handling, store: Store) -> Outcome:
     return outcome
 
 
-async def _process(handling: Handling, store: Store) -> Outcome:
+async def _process(handling: Handling, access: DatabaseAccess) -> Outcome:
     spec, message = handling.spec, handling.message
-    started, at = time.monotonic(), store.now()
+    started, at = time.monotonic(), access.now()
 
     def outcome(
         kind: OutcomeKind, delay: timedelta | None = None, error: str | None = None
@@ -86,19 +87,19 @@ async def _process(handling: Handling, store: Store) -> Outcome:
             message.queue, message.key, message.delivery_count, kind, at, duration, delay, error
         )
 
-    entered = context.enter(context.Delivery(message, handling.lease, store.now))
+    entered = context.enter(context.Delivery(message, handling.lease, access.now))
     try:
         exceeded = exceeded_error(message.delivery_count, spec.retry)
         if exceeded is not None:
             token = await handling.settle()
             if token is None:
                 return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
-            return await _dead_letter(spec, message, token, exceeded, store, outcome)
+            return await _dead_letter(spec, message, token, exceeded, access, outcome)
         if spec.resend_after is not None:
-            return await _resend_later(handling, spec.resend_after, store, outcome)
+            return await _resend_later(handling, spec.resend_after, access, outcome)
         if spec.transactional:
-            return await _transactional(handling, store, outcome)
-        return await _plain(handling, store, outcome)
+            return await _transactional(handling, access, outcome)
+        return await _plain(handling, access, outcome)
     finally:
         context.leave(entered)
 
@@ -106,22 +107,22 @@ async def _process(handling: Handling, store: Store) -> Outcome:
 Make = Callable[..., Outcome]
 
 
-async def _plain(handling: Handling, store: Store, outcome: Make) -> Outcome:
+async def _plain(handling: Handling, access: DatabaseAccess, outcome: Make) -> Outcome:
     spec, message = handling.spec, handling.message
-    error = await _run_handler(handling, store)
+    error = await _run_handler(handling, access)
     handling.handler_done()
     token = await handling.settle()
     if token is None:
         return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
     if error is not None:
-        return await _failed(spec, message, token, error, store, outcome)
+        return await _failed(spec, message, token, error, access, outcome)
     try:
         if spec.schedule is not None:
-            await store.apply(
-                [Ack(message.queue, message.key, token), await _next_run(spec, message, store)]
+            await access.apply(
+                [Ack(message.queue, message.key, token), await _next_run(spec, message, access)]
             )
         else:
-            await store.ack(message.queue, message.key, token)
+            await access.ack(message.queue, message.key, token)
     except (LeaseLostError, FailedPrecondition) as refused:
         return outcome(OutcomeKind.LEASE_LOST, error=f"ack refused: {refused}")
     except NotFound:
@@ -129,7 +130,7 @@ async def _plain(handling: Handling, store: Store, outcome: Make) -> Outcome:
     return outcome(OutcomeKind.ACKED)
 
 
-async def _run_handler(handling: Handling, store: Store) -> BaseException | None:
+async def _run_handler(handling: Handling, access: DatabaseAccess) -> BaseException | None:
     """Run a plain handler; its exception, CancelledError when its lease was lost, or None.
 
     Cancellation of the caller (shutdown) releases the lease and propagates.
@@ -138,10 +139,10 @@ async def _run_handler(handling: Handling, store: Store) -> BaseException | None
     try:
         if spec.is_async:
             return await _run_async_handler(handling)
-        await store.call(spec.function, message)
+        await access.call(spec.function, message)
         return None
     except asyncio.CancelledError:
-        await _abandon(handling, store)
+        await _abandon(handling, access)
         raise
     except BaseException as error:  # a handler's SystemExit is its failure, not the worker's
         return error
@@ -174,65 +175,65 @@ async def _run_async_handler(handling: Handling) -> BaseException | None:
     return None
 
 
-async def _abandon(handling: Handling, store: Store) -> None:
+async def _abandon(handling: Handling, access: DatabaseAccess) -> None:
     """Give the message back at once (shutdown grace ran out), unless a transaction holds it."""
     token = await handling.settle()
     if token is None or handling.in_transaction:
         return
     with contextlib.suppress(Exception):  # else the lease expires on its own: nothing is lost
-        await store.release(handling.message.queue, token, timedelta(0), None)
+        await access.release(handling.message.queue, token, timedelta(0), None)
 
 
-async def _transactional(handling: Handling, store: Store, outcome: Make) -> Outcome:
+async def _transactional(handling: Handling, access: DatabaseAccess, outcome: Make) -> Outcome:
     spec, message = handling.spec, handling.message
     token = await handling.settle()
     if token is None:
         return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
-    after = [await _next_run(spec, message, store)] if spec.schedule is not None else []
+    after = [await _next_run(spec, message, access)] if spec.schedule is not None else []
     handling.in_transaction = not spec.is_async
     try:
-        await store.transact(
+        await access.transact(
             spec.function, message, [Ack(message.queue, message.key, token)], after
         )
     except LeaseLostError as refused:
         return outcome(OutcomeKind.LEASE_LOST, error=f"ack refused: {refused}")
     except asyncio.CancelledError:
-        await _abandon(handling, store)
+        await _abandon(handling, access)
         raise
     except BaseException as error:
         handling.in_transaction = False
         handling.handler_done()
-        return await _failed(spec, message, token, error, store, outcome)
+        return await _failed(spec, message, token, error, access, outcome)
     return outcome(OutcomeKind.ACKED)
 
 
 async def _resend_later(
-    handling: Handling, after: timedelta, store: Store, outcome: Make
+    handling: Handling, after: timedelta, access: DatabaseAccess, outcome: Make
 ) -> Outcome:
     spec, message = handling.spec, handling.message
     token = await handling.settle()
     if token is None:
         return outcome(OutcomeKind.LEASE_LOST, error=_LOST)
-    copy = Send(message.queue, message.key, message.payload, store.now() + after)
+    copy = Send(message.queue, message.key, message.payload, access.now() + after)
     try:
-        await store.apply([Ack(message.queue, message.key, token), copy])
+        await access.apply([Ack(message.queue, message.key, token), copy])
     except LeaseLostError as refused:
         return outcome(OutcomeKind.LEASE_LOST, error=f"ack refused: {refused}")
     try:
         if spec.is_async:
             await spec.function(message)
         else:
-            await store.call(spec.function, message)
+            await access.call(spec.function, message)
     except asyncio.CancelledError:
         raise  # the copy comes back when due
     except BaseException as error:
         handling.handler_done()
         if not isinstance(error, GiveUp):
             return outcome(OutcomeKind.RETRIED, delay=after, error=repr(error))
-        await store.apply([Ack(message.queue, message.key, None, ignore_not_found=True)])
+        await access.apply([Ack(message.queue, message.key, None, ignore_not_found=True)])
         return outcome(OutcomeKind.DISCARDED, error=f"gave up: {error.reason}")
     handling.handler_done()
-    await store.apply([Ack(message.queue, message.key, None, ignore_not_found=True)])
+    await access.apply([Ack(message.queue, message.key, None, ignore_not_found=True)])
     return outcome(OutcomeKind.ACKED)
 
 
@@ -241,35 +242,40 @@ async def _failed(
     message: Message,
     token: str,
     error: BaseException,
-    store: Store,
+    access: DatabaseAccess,
     outcome: Make,
 ) -> Outcome:
     telemetry.handler_failed(error)
     action = decide(error, message.delivery_count, spec.retry)
     text = action.error or repr(error)
     if action.kind is ActionKind.DEAD_LETTER:
-        return await _dead_letter(spec, message, token, text, store, outcome)
-    released = await store.release(message.queue, token, action.delay, text)
+        return await _dead_letter(spec, message, token, text, access, outcome)
+    released = await access.release(message.queue, token, action.delay, text)
     if not released:
         return outcome(OutcomeKind.LEASE_LOST, error=f"release refused after: {text}")
     return outcome(OutcomeKind.RETRIED, delay=action.delay, error=text)
 
 
 async def _dead_letter(
-    spec: HandlerSpec, message: Message, token: str, error: str, store: Store, outcome: Make
+    spec: HandlerSpec,
+    message: Message,
+    token: str,
+    error: str,
+    access: DatabaseAccess,
+    outcome: Make,
 ) -> Outcome:
     if spec.schedule is not None:  # the chain goes on without the failed run
-        await store.apply([await _next_run(spec, message, store)])
+        await access.apply([await _next_run(spec, message, access)])
     try:
-        await store.dead_letter(message.queue, message.key, token, error)
+        await access.dead_letter(message.queue, message.key, token, error)
     except (FailedPrecondition, NotFound) as refused:
         return outcome(OutcomeKind.LEASE_LOST, error=f"dead letter refused: {refused}")
     return outcome(OutcomeKind.DEAD_LETTERED, error=error)
 
 
-async def _next_run(spec: HandlerSpec, message: Message, store: Store) -> Send:
+async def _next_run(spec: HandlerSpec, message: Message, access: DatabaseAccess) -> Send:
     assert spec.schedule is not None
-    table = await store.queue(message.queue)
+    table = await access.queue(message.queue)
     current = scenarios.slot_of(table, message.key)
-    slot = scenarios.next_slot(store.now(), spec.schedule.every, current)
+    slot = scenarios.next_slot(access.now(), spec.schedule.every, current)
     return scenarios.schedule_send(table, spec.schedule, slot)

@@ -36,13 +36,13 @@ from txqueue.models import Message
 from txqueue.worker.acks import AckBatcher
 from txqueue.worker.app import App, HandlerSpec
 from txqueue.worker.concurrency import DaemonThreadPool, Slots, cancel_and_wait
+from txqueue.worker.database_access import AsyncDatabaseAccess
 from txqueue.worker.leases import Lease, LeaseKeeper
 from txqueue.worker.observe import Stats
 from txqueue.worker.outcomes import Outcome, OutcomeKind
 from txqueue.worker.process import Handling, process
 from txqueue.worker.registry import HEARTBEAT, Registration, check_heartbeat
 from txqueue.worker.scenarios import schedule_send, seed_slot
-from txqueue.worker.store import AsyncStore
 
 __all__ = ["Worker"]
 
@@ -199,15 +199,15 @@ class Worker:
         acks = AckBatcher(database, window=self._ack_window)
         clock = self.app.clock
         sync_url = _pool_url(self.url, self.concurrency + 2)
-        store = AsyncStore(database, pool, lambda: connect(sync_url, clock=clock), acks)
-        self._store = store
+        access = AsyncDatabaseAccess(database, pool, lambda: connect(sync_url, clock=clock), acks)
+        self._access = access
         self._one_writer = asyncio.Lock() if database.engine == "sqlite" else None
         background: list[asyncio.Task[Any]] = []
         frozen = started = False
         names = [spec.queue for spec in self.specs]
         registration = Registration(database, self.stats, names, self.concurrency, self.heartbeat)
         try:
-            queues = await self._prepare(database, store)
+            queues = await self._prepare(database, access)
             background.append(asyncio.create_task(registration.run()))
             acks.start()
             for queue in queues:
@@ -241,12 +241,12 @@ class Worker:
             await registration.remove()
             pool.shutdown()
             if not self._abandoned_in_transaction:  # else its thread still uses that pool
-                await asyncio.to_thread(store.close_sync)
+                await asyncio.to_thread(access.close_sync)
             await database.close()
             if started:  # a worker that never started (a queue missing) did not stop either
                 log.info("worker stopped", extra={"pid": os.getpid()})
 
-    async def _prepare(self, database: AsyncDatabase, store: AsyncStore) -> list[_Queue]:
+    async def _prepare(self, database: AsyncDatabase, access: AsyncDatabaseAccess) -> list[_Queue]:
         queues = []
         for spec in self.specs:
             try:
@@ -257,8 +257,8 @@ class Worker:
                     "exist in this database (create it with CREATE QUEUE)"
                 ) from None
             if spec.schedule is not None:
-                slot = seed_slot(store.now(), spec.schedule.every)
-                await store.apply([schedule_send(table, spec.schedule, slot)])
+                slot = seed_slot(access.now(), spec.schedule.every)
+                await access.apply([schedule_send(table, spec.schedule, slot)])
                 self.stats.sent(spec.queue)
 
             def lost(lease: Lease, queue: str = spec.queue) -> None:
@@ -445,7 +445,7 @@ class Worker:
                 held["counted"] = started = True
                 queue.began(id(handling), time.monotonic())
                 self.stats.running(queue.spec.queue, 1)
-                outcome = await process(handling, self._store)
+                outcome = await process(handling, self._access)
         except asyncio.CancelledError:
             if not started:  # still waiting for a place: give the message back
                 token = await handling.settle()
@@ -479,7 +479,7 @@ class Worker:
 
     async def _release_quietly(self, handling: Handling, token: str) -> None:
         with contextlib.suppress(Exception):
-            await self._store.release(handling.message.queue, token, timedelta(0), None)
+            await self._access.release(handling.message.queue, token, timedelta(0), None)
 
     def _abandoned(self, handling: Handling) -> Outcome:
         message = handling.message
@@ -493,7 +493,7 @@ class Worker:
             message.key,
             message.delivery_count,
             OutcomeKind.RELEASED,
-            self._store.now(),
+            self._access.now(),
             error=note,
         )
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from txqueue._async.database import AsyncTransaction
-from txqueue._sync.database import Transaction
-from txqueue.core.durations import EPOCH, require_aware, to_duration
+from txqueue.core.durations import EPOCH, require_aware
 from txqueue.core.schema import ColumnType, Table
 from txqueue.errors import InvalidArgument
-from txqueue.models import Message
-from txqueue.worker import context
+from txqueue.worker._async_apply import checkpoint as checkpoint_async
+from txqueue.worker._sync_apply import checkpoint
 from txqueue.worker.app import Schedule
-from txqueue.worker.store import Send, acked_in
+from txqueue.worker.operations import Send
 
 __all__ = [
     "checkpoint",
@@ -114,50 +112,3 @@ def schedule_send(table: Table, schedule: Schedule, slot: datetime) -> Send:
         deliver_time=slot,
         if_absent=True,
     )
-
-
-def _continuation(
-    message: Message, delay: timedelta | str, key: Any, deliver_time: datetime | None
-) -> tuple[Any, datetime]:
-    if deliver_time is None:
-        deliver_time = context.now() + to_duration(delay, "delay", allow_zero=True)
-    return (message.key if key is None else key), require_aware(deliver_time, "deliver_time")
-
-
-def checkpoint(
-    txn: Transaction,
-    message: Message,
-    payload: Any,
-    *,
-    delay: timedelta | str = timedelta(0),
-    key: Any = None,
-    deliver_time: datetime | None = None,
-) -> None:
-    """Ack ``message`` and send its continuation carrying ``payload``, in ``txn``: both or neither.
-
-    The continuation has the same key (or ``key``) and is due after ``delay`` (or at
-    ``deliver_time``). The ack is fenced by the message's lease token; inside a transactional
-    handler the worker has already acked the message in this transaction, so only the
-    continuation is sent. (In a plain handler the worker may have renewed the lease, which
-    replaces the token: checkpoint from a transactional handler.)
-    """
-    new_key, due = _continuation(message, delay, key, deliver_time)
-    if not acked_in(txn, message.queue, message.key):
-        txn.ack(message.queue, message.key, lease_token=message.lease_token)
-    txn.send(message.queue, new_key, payload, deliver_time=due)
-
-
-async def checkpoint_async(
-    txn: AsyncTransaction,
-    message: Message,
-    payload: Any,
-    *,
-    delay: timedelta | str = timedelta(0),
-    key: Any = None,
-    deliver_time: datetime | None = None,
-) -> None:
-    """``checkpoint`` for an asyncio transaction."""
-    new_key, due = _continuation(message, delay, key, deliver_time)
-    if not acked_in(txn, message.queue, message.key):
-        await txn.ack(message.queue, message.key, lease_token=message.lease_token)
-    await txn.send(message.queue, new_key, payload, deliver_time=due)

@@ -1,4 +1,4 @@
-"""Handling one delivery, against a fake store: which database calls each outcome makes."""
+"""Handling one delivery, against a fake DatabaseAccess: which database calls each outcome makes."""
 
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ from txqueue.models import LeaseRenewal, Message
 from txqueue.worker import lease_lost
 from txqueue.worker.app import HandlerSpec
 from txqueue.worker.leases import Lease
+from txqueue.worker.operations import Ack, LeaseLostError, Operation, Send
 from txqueue.worker.outcomes import OutcomeKind
 from txqueue.worker.process import Handling, process
-from txqueue.worker.store import Ack, LeaseLostError, Operation, Send
 
 NOW = datetime(2030, 1, 1, 10, 0, 0, tzinfo=timezone.utc)
 POLICY = txqueue.RetryPolicy(max_attempts=3)
 
 
-class FakeStore:
+class FakeDatabaseAccess:
     """Records every call; ``refuse`` makes acks and releases fail as after a lost lease."""
 
     def __init__(self) -> None:
@@ -102,56 +102,56 @@ def _handling(
 
 
 async def test_return_acks_with_the_newest_token() -> None:
-    store = FakeStore()
-    outcome = await process(_handling(lambda m: None), store)
+    access = FakeDatabaseAccess()
+    outcome = await process(_handling(lambda m: None), access)
     assert outcome.kind is OutcomeKind.ACKED and outcome.at == NOW
-    assert store.calls == [("ack", ("job", "1"), "t2")]
+    assert access.calls == [("ack", ("job", "1"), "t2")]
 
 
 async def test_failure_releases_with_the_policy_delay_and_the_error() -> None:
-    store = FakeStore()
+    access = FakeDatabaseAccess()
 
     def fail(message: Message) -> None:
         raise KeyError("x")
 
-    outcome = await process(_handling(fail, delivery=2), store)
+    outcome = await process(_handling(fail, delivery=2), access)
     assert (outcome.kind, outcome.delay) == (OutcomeKind.RETRIED, timedelta(seconds=2))
-    assert store.calls == [("release", "t2", timedelta(seconds=2), "KeyError('x')")]
+    assert access.calls == [("release", "t2", timedelta(seconds=2), "KeyError('x')")]
 
 
 async def test_last_attempt_dead_letters() -> None:
-    store = FakeStore()
+    access = FakeDatabaseAccess()
 
     async def fail(message: Message) -> None:
         raise ValueError("no")
 
-    outcome = await process(_handling(fail, delivery=3), store)
+    outcome = await process(_handling(fail, delivery=3), access)
     assert outcome.kind is OutcomeKind.DEAD_LETTERED
-    assert store.calls == [("dead_letter", ("job", "1"), "t2", "ValueError('no')")]
+    assert access.calls == [("dead_letter", ("job", "1"), "t2", "ValueError('no')")]
 
 
 async def test_too_many_deliveries_dead_letter_without_running() -> None:
-    store, ran = FakeStore(), []
-    outcome = await process(_handling(ran.append, delivery=4), store)
+    access, ran = FakeDatabaseAccess(), []
+    outcome = await process(_handling(ran.append, delivery=4), access)
     assert ran == [] and outcome.kind is OutcomeKind.DEAD_LETTERED
-    assert "exceeded max_attempts=3" in store.calls[0][3]
+    assert "exceeded max_attempts=3" in access.calls[0][3]
 
 
 async def test_a_lost_lease_is_never_acked() -> None:
-    store = FakeStore()
-    outcome = await process(_handling(lambda m: None, token=None), store)
-    assert outcome.kind is OutcomeKind.LEASE_LOST and store.calls == []
+    access = FakeDatabaseAccess()
+    outcome = await process(_handling(lambda m: None, token=None), access)
+    assert outcome.kind is OutcomeKind.LEASE_LOST and access.calls == []
 
 
 async def test_a_refused_ack_is_a_lost_lease() -> None:
-    store = FakeStore()
-    store.refuse = True
-    outcome = await process(_handling(lambda m: None), store)
+    access = FakeDatabaseAccess()
+    access.refuse = True
+    outcome = await process(_handling(lambda m: None), access)
     assert outcome.kind is OutcomeKind.LEASE_LOST
 
 
 async def test_async_handler_is_cancelled_when_its_lease_is_lost() -> None:
-    store, seen = FakeStore(), []
+    access, seen = FakeDatabaseAccess(), []
     started = asyncio.Event()
 
     async def forever(message: Message) -> None:
@@ -163,73 +163,73 @@ async def test_async_handler_is_cancelled_when_its_lease_is_lost() -> None:
             raise
 
     handling = _handling(forever, token=None)
-    task = asyncio.create_task(process(handling, store))
+    task = asyncio.create_task(process(handling, access))
     await started.wait()
     handling.lease.lose()
     outcome = await task
     assert seen == ["cancelled"] and outcome.kind is OutcomeKind.LEASE_LOST
-    assert store.calls == []
+    assert access.calls == []
 
 
 async def test_sync_handler_can_see_its_lost_lease() -> None:
-    store, seen = FakeStore(), []
+    access, seen = FakeDatabaseAccess(), []
     handling = _handling(lambda m: seen.append(lease_lost()), token=None)
     handling.lease.lose()
-    await process(handling, store)
+    await process(handling, access)
     assert seen == [True]
     assert lease_lost() is False, "outside a handler"
 
 
 async def test_shutdown_releases_a_running_handler_at_once() -> None:
-    store = FakeStore()
+    access = FakeDatabaseAccess()
     started = asyncio.Event()
 
     async def slow(message: Message) -> None:
         started.set()
         await asyncio.sleep(60)
 
-    task = asyncio.create_task(process(_handling(slow), store))
+    task = asyncio.create_task(process(_handling(slow), access))
     await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert store.calls == [("release", "t2", timedelta(0), None)]
+    assert access.calls == [("release", "t2", timedelta(0), None)]
 
 
 async def test_transactional_handler_acks_first_in_its_transaction() -> None:
-    store, seen = FakeStore(), []
+    access, seen = FakeDatabaseAccess(), []
     handling = _handling(lambda m, txn: seen.append(txn), transactional=True)
-    outcome = await process(handling, store)
+    outcome = await process(handling, access)
     assert outcome.kind is OutcomeKind.ACKED and seen == ["txn"]
-    assert store.calls == [("transact", [Ack("Q", ("job", "1"), "t2")], [])]
+    assert access.calls == [("transact", [Ack("Q", ("job", "1"), "t2")], [])]
 
 
 async def test_transactional_failure_follows_the_policy() -> None:
-    store = FakeStore()
+    access = FakeDatabaseAccess()
 
     def fail(message: Message, txn: object) -> None:
         raise txqueue.Retry(timedelta(seconds=9))
 
-    outcome = await process(_handling(fail, transactional=True), store)
+    outcome = await process(_handling(fail, transactional=True), access)
     assert outcome.kind is OutcomeKind.RETRIED
-    assert store.calls[-1] == ("release", "t2", timedelta(seconds=9), "Retry(retry requested)")
+    assert access.calls[-1] == ("release", "t2", timedelta(seconds=9), "Retry(retry requested)")
 
 
 async def test_transactional_lost_lease_rolls_back() -> None:
-    store = FakeStore()
-    store.refuse = True
-    outcome = await process(_handling(lambda m, txn: None, transactional=True), store)
+    access = FakeDatabaseAccess()
+    access.refuse = True
+    outcome = await process(_handling(lambda m, txn: None, transactional=True), access)
     assert outcome.kind is OutcomeKind.LEASE_LOST
 
 
 async def test_periodic_acks_and_sends_the_next_slot_together() -> None:
     from txqueue.worker.app import Schedule
 
-    store = FakeStore()
+    access = FakeDatabaseAccess()
     handling = _handling(lambda m: None, schedule=Schedule("job", timedelta(minutes=15)))
     handling.message = Message("Q", ("job", "2030-01-01T10:00:00Z"), b"", NOW, NOW, "t1", 1)
-    await process(handling, store)
-    [(kind, operations)] = store.calls
+    await process(handling, access)
+    [(kind, operations)] = access.calls
     next_run = Send(
         "Q",
         ("job", "2030-01-01T10:15:00Z"),
@@ -244,23 +244,23 @@ async def test_periodic_acks_and_sends_the_next_slot_together() -> None:
 
 
 async def test_resend_after_acks_on_arrival_and_acks_the_copy_on_success() -> None:
-    store, seen = FakeStore(), []
+    access, seen = FakeDatabaseAccess(), []
     handling = _handling(seen.append, resend_after=timedelta(hours=1))
-    outcome = await process(handling, store)
+    outcome = await process(handling, access)
     assert outcome.kind is OutcomeKind.ACKED and len(seen) == 1
     copy = Send("Q", ("job", "1"), b"{}", NOW + timedelta(hours=1))
-    assert store.calls == [
+    assert access.calls == [
         ("apply", [Ack("Q", ("job", "1"), "t2"), copy]),
         ("apply", [Ack("Q", ("job", "1"), None, ignore_not_found=True)]),
     ]
 
 
 async def test_resend_after_failure_leaves_the_copy() -> None:
-    store = FakeStore()
+    access = FakeDatabaseAccess()
 
     def fail(message: Message) -> None:
         raise RuntimeError("x")
 
-    outcome = await process(_handling(fail, resend_after=timedelta(hours=1)), store)
+    outcome = await process(_handling(fail, resend_after=timedelta(hours=1)), access)
     assert (outcome.kind, outcome.delay) == (OutcomeKind.RETRIED, timedelta(hours=1))
-    assert len(store.calls) == 1
+    assert len(access.calls) == 1
