@@ -21,7 +21,7 @@ from txqueue.core.text import printable
 from txqueue.errors import TxqueueError
 from txqueue.models import LeaseRenewal, Message
 
-__all__ = ["Lease", "LeaseKeeper"]
+__all__ = ["Lease", "LeaseRenewer"]
 
 log = logging.getLogger("txqueue.worker")
 
@@ -69,7 +69,7 @@ class Lease:
             listener()
 
 
-class LeaseKeeper:
+class LeaseRenewer:
     """Renews the tracked leases of one queue in the background until they are settled."""
 
     def __init__(

@@ -3,7 +3,7 @@
 One receive loop per queue feeds handler tasks. Running handlers are capped per queue and in
 total; a queue with work receives batches sized to the free places, an idle queue waits on a
 one-message stream (woken by sends) without holding a place. Leases are kept alive by one
-``LeaseKeeper`` per queue and acks are group-committed by one ``AckBatcher``.
+``LeaseRenewer`` per queue and acks are group-committed by one ``AckBatcher``.
 
 Shutdown (SIGINT/SIGTERM, or ``stop()``): receiving stops, running handlers get ``grace`` to
 finish, the leases of those that did not are released (visible again at once), and ``run``
@@ -34,15 +34,16 @@ from txqueue.core.url import parse_url
 from txqueue.errors import InvalidArgument, NotFound, TxqueueError
 from txqueue.models import Message
 from txqueue.worker.acks import AckBatcher
-from txqueue.worker.app import App, HandlerSpec
+from txqueue.worker.app import App
 from txqueue.worker.concurrency import DaemonThreadPool, Slots, cancel_and_wait
 from txqueue.worker.database_access import AsyncDatabaseAccess
-from txqueue.worker.leases import Lease, LeaseKeeper
+from txqueue.worker.leases import Lease, LeaseRenewer
 from txqueue.worker.observe import Stats
 from txqueue.worker.outcomes import Outcome, OutcomeKind
 from txqueue.worker.process import Handling, process
 from txqueue.worker.registry import HEARTBEAT, Registration, check_heartbeat
 from txqueue.worker.scenarios import schedule_send, seed_slot
+from txqueue.worker.served_queue import ServedQueue
 
 __all__ = ["Worker"]
 
@@ -55,14 +56,6 @@ IDLE_WAIT = timedelta(seconds=5)
 READY_NOW = timedelta(milliseconds=1)
 #: A busy queue waits up to this long for a fuller batch of free places before receiving.
 FILL_WITHIN = 0.002
-#: A queue receives ahead by default only while its handlers take less than this on average
-#: and none has been running longer (a receive's round trip is then a fair part of their time;
-#: slower ones gain nothing from it, and a message received ahead would wait for one of them).
-#: It is also the horizon: a queue receives ahead what its handlers finish within this long at
-#: their average pace, at most a full batch beyond its limit.
-QUICK = 0.025
-#: The weight of the newest handler duration in a queue's running average.
-AVERAGE_WEIGHT = 0.1
 #: How often queue counts are read for metrics and the status line.
 POLL_SECONDS = 2.0
 #: At shutdown, how long a cancelled task may run on before it is cancelled again
@@ -76,54 +69,6 @@ _LEVELS = {
     OutcomeKind.RETRIED: logging.WARNING,
     OutcomeKind.DEAD_LETTERED: logging.ERROR,
 }
-
-
-class _Queue:
-    """The runtime state of one served queue."""
-
-    def __init__(
-        self, spec: HandlerSpec, keeper: LeaseKeeper, limit: int, prefetch: int | None
-    ) -> None:
-        self.spec = spec
-        self.keeper = keeper
-        self.limit = limit
-        self.fixed = prefetch  # None: adaptive (see ahead)
-        # The most received ahead by default: a full batch with the running ones, or the limit.
-        self.prefetch = max(limit, spec.max_batch_size - limit) if prefetch is None else prefetch
-        self.average: float | None = None  # handler duration, seconds (None: none ended yet)
-        self.started: dict[int, float] = {}  # start of each running handler, oldest first
-        self.held = Slots(limit + self.prefetch)  # received, not finished; resized by ahead()
-        self.running = Slots(limit)  # handlers running
-
-    def ahead(self, now: float) -> int:
-        """How many messages to receive ahead of free places now.
-
-        Fixed when the worker was given a prefetch. By default none until the queue's handlers
-        proved quick (an average under ``QUICK`` and none running for that long), then what
-        they finish within ``QUICK`` at their average pace, up to ``prefetch``.
-        """
-        if self.fixed is not None:
-            return self.fixed
-        average = self.average
-        if average is None or average >= QUICK:
-            return 0
-        if self.started and now - next(iter(self.started.values())) >= QUICK:
-            return 0  # a handler is running long: the average is out of date
-        if average * self.prefetch <= QUICK * self.limit:
-            return self.prefetch
-        return int(self.limit * QUICK / average)
-
-    def began(self, handling: int, now: float) -> None:
-        """Note that a handler started."""
-        self.started[handling] = now
-
-    def ended(self, handling: int, now: float) -> None:
-        """Note that a handler ended, for its duration."""
-        duration = now - self.started.pop(handling)
-        if self.average is None:
-            self.average = duration
-        else:
-            self.average += AVERAGE_WEIGHT * (duration - self.average)
 
 
 class Worker:
@@ -211,7 +156,7 @@ class Worker:
             background.append(asyncio.create_task(registration.run()))
             acks.start()
             for queue in queues:
-                background.append(asyncio.create_task(queue.keeper.run(), name="txqueue-leases"))
+                background.append(asyncio.create_task(queue.renewer.run(), name="txqueue-leases"))
             background.append(asyncio.create_task(self._poll(database, queues)))
             # What exists now lives as long as the worker: out of the cyclic GC's full
             # collections, which would otherwise rescan it every few thousand messages.
@@ -246,7 +191,9 @@ class Worker:
             if started:  # a worker that never started (a queue missing) did not stop either
                 log.info("worker stopped", extra={"pid": os.getpid()})
 
-    async def _prepare(self, database: AsyncDatabase, access: AsyncDatabaseAccess) -> list[_Queue]:
+    async def _prepare(
+        self, database: AsyncDatabase, access: AsyncDatabaseAccess
+    ) -> list[ServedQueue]:
         queues = []
         for spec in self.specs:
             try:
@@ -269,14 +216,14 @@ class Worker:
             ) -> Any:
                 return await database.renew_lease(q, tokens, extension)
 
-            keeper = LeaseKeeper(spec.queue, spec.lease_duration, renew, lost)
+            renewer = LeaseRenewer(spec.queue, spec.lease_duration, renew, lost)
             limit = min(spec.concurrency or self.concurrency, self.concurrency)
-            queues.append(_Queue(spec, keeper, limit, self.prefetch))
+            queues.append(ServedQueue(spec, renewer, limit, self.prefetch))
         return queues
 
     # ---- receiving ----------------------------------------------------------------------
 
-    async def _receive_loop(self, database: AsyncDatabase, queue: _Queue) -> None:
+    async def _receive_loop(self, database: AsyncDatabase, queue: ServedQueue) -> None:
         busy, failures = True, 0
         while not self._stopping.is_set():
             try:
@@ -297,7 +244,7 @@ class Worker:
                 )
                 await self._until_stopped(asyncio.sleep(wait))
 
-    async def _receive_ready(self, database: AsyncDatabase, queue: _Queue) -> bool:
+    async def _receive_ready(self, database: AsyncDatabase, queue: ServedQueue) -> bool:
         """Take what is ready now, as many as the queue may hold; True if any."""
         ahead = queue.ahead(time.monotonic())
         queue.held.size = queue.limit + ahead  # hold at most the limit plus ``ahead``
@@ -335,7 +282,7 @@ class Worker:
             self._start(queue, message, reserved=index < reserved)
         return bool(messages)
 
-    async def _receive_idle(self, database: AsyncDatabase, queue: _Queue) -> bool:
+    async def _receive_idle(self, database: AsyncDatabase, queue: ServedQueue) -> bool:
         """Wait for one message (sends wake the stream) without holding a running place."""
         if await self._until_stopped(queue.held.take(1)) is None:
             return False
@@ -351,7 +298,7 @@ class Worker:
         return True
 
     async def _receive(
-        self, database: AsyncDatabase, queue: _Queue, count: int, wait: timedelta
+        self, database: AsyncDatabase, queue: ServedQueue, count: int, wait: timedelta
     ) -> list[Message]:
         spec = queue.spec
         if wait == READY_NOW:  # busy: take the next batch in one statement, no stream
@@ -394,11 +341,11 @@ class Worker:
 
     # ---- handling -----------------------------------------------------------------------
 
-    def _start(self, queue: _Queue, message: Message, reserved: bool) -> None:
+    def _start(self, queue: ServedQueue, message: Message, reserved: bool) -> None:
         """Start delivering ``message``; ``reserved``: it holds a worker place already."""
-        lease = queue.keeper.track(message)
+        lease = queue.renewer.track(message)
         handling = Handling(
-            queue.spec, message, lease, functools.partial(queue.keeper.settle, lease)
+            queue.spec, message, lease, functools.partial(queue.renewer.settle, lease)
         )
         in_queue = queue.running.take_now()
         in_worker = reserved or (in_queue and self._running.take_now())
@@ -406,7 +353,7 @@ class Worker:
         self._tasks[id(handling)] = asyncio.create_task(delivery)
 
     async def _deliver(
-        self, queue: _Queue, handling: Handling, in_queue: bool, in_worker: bool
+        self, queue: ServedQueue, handling: Handling, in_queue: bool, in_worker: bool
     ) -> None:
         """Run one delivery once it has a running place in its queue and in the worker; its
         places are given back when the handler ends (before the ack commits, so group commit
@@ -540,7 +487,7 @@ class Worker:
 
     # ---- observability ------------------------------------------------------------------
 
-    async def _poll(self, database: AsyncDatabase, queues: list[_Queue]) -> None:
+    async def _poll(self, database: AsyncDatabase, queues: list[ServedQueue]) -> None:
         while True:
             for queue in queues:
                 try:

@@ -1,4 +1,4 @@
-"""LeaseKeeper: batched renewals, newest token, lost leases; no database, no waiting."""
+"""LeaseRenewer: batched renewals, newest token, lost leases; no database, no waiting."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from txqueue.errors import Unavailable
 from txqueue.models import LeaseRenewal, Message
-from txqueue.worker.leases import Lease, LeaseKeeper
+from txqueue.worker.leases import Lease, LeaseRenewer
 
 NOW = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
@@ -49,24 +49,24 @@ def _due(*leases: Lease) -> None:
 
 async def test_due_leases_are_renewed_together_and_keep_the_newest_token() -> None:
     renewals = FakeRenewals()
-    keeper = LeaseKeeper("Q", timedelta(seconds=10), renewals)
-    a, b, c = (keeper.track(_message(t)) for t in "abc")
+    renewer = LeaseRenewer("Q", timedelta(seconds=10), renewals)
+    a, b, c = (renewer.track(_message(t)) for t in "abc")
     _due(a, b)
-    await keeper.renew_due()
+    await renewer.renew_due()
     assert renewals.calls == [["a", "b"]]
     assert (a.token, b.token, c.token) == ("a+", "b+", "c")
     _due(a)
-    await keeper.renew_due()
+    await renewer.renew_due()
     assert renewals.calls[-1] == ["a+"]
-    assert await keeper.settle(a) == "a++"
-    assert keeper.held == 2
+    assert await renewer.settle(a) == "a++"
+    assert renewer.held == 2
 
 
 async def test_nothing_due_means_no_call() -> None:
     renewals = FakeRenewals()
-    keeper = LeaseKeeper("Q", timedelta(seconds=10), renewals)
-    keeper.track(_message("a"))
-    await keeper.renew_due()
+    renewer = LeaseRenewer("Q", timedelta(seconds=10), renewals)
+    renewer.track(_message("a"))
+    await renewer.renew_due()
     assert renewals.calls == []
 
 
@@ -75,42 +75,42 @@ async def test_a_refused_renewal_loses_the_lease(how: str) -> None:
     renewals = FakeRenewals()
     getattr(renewals, how).add("a")
     lost: list[str] = []
-    keeper = LeaseKeeper(
+    renewer = LeaseRenewer(
         "Q", timedelta(seconds=10), renewals, lost=lambda lease: lost.append(lease.token)
     )
-    a, b = keeper.track(_message("a")), keeper.track(_message("b"))
+    a, b = renewer.track(_message("a")), renewer.track(_message("b"))
     told: list[bool] = []
     a.on_lost(lambda: told.append(True))
     _due(a, b)
-    await keeper.renew_due()
+    await renewer.renew_due()
     assert a.lost and not b.lost and told == [True] and lost == ["a"]
-    assert await keeper.settle(a) is None, "a lost lease is never acked"
-    assert keeper.held == 1
+    assert await renewer.settle(a) is None, "a lost lease is never acked"
+    assert renewer.held == 1
 
 
 async def test_failed_calls_keep_the_lease_until_it_runs_out() -> None:
     renewals = FakeRenewals()
     renewals.fail = True
-    keeper = LeaseKeeper("Q", timedelta(seconds=10), renewals)
-    a = keeper.track(_message("a"))
+    renewer = LeaseRenewer("Q", timedelta(seconds=10), renewals)
+    a = renewer.track(_message("a"))
     _due(a)
-    await keeper.renew_due()
+    await renewer.renew_due()
     assert not a.lost, "one failed call is not a lost lease"
     a.expires_at = 0.0
-    await keeper.renew_due()
+    await renewer.renew_due()
     assert a.lost
 
 
 async def test_settle_waits_for_a_renewal_in_flight() -> None:
     renewals = FakeRenewals()
     renewals.gate = asyncio.Event()
-    keeper = LeaseKeeper("Q", timedelta(seconds=10), renewals)
-    a = keeper.track(_message("a"))
+    renewer = LeaseRenewer("Q", timedelta(seconds=10), renewals)
+    a = renewer.track(_message("a"))
     _due(a)
-    renewing = asyncio.create_task(keeper.renew_due())
+    renewing = asyncio.create_task(renewer.renew_due())
     while not renewals.calls:
         await asyncio.sleep(0)
-    settling = asyncio.create_task(keeper.settle(a))
+    settling = asyncio.create_task(renewer.settle(a))
     await asyncio.sleep(0)
     assert not settling.done()
     renewals.gate.set()
@@ -128,6 +128,6 @@ async def test_on_lost_after_the_fact_calls_at_once() -> None:
 
 def test_tick_follows_the_lease() -> None:
     renew = FakeRenewals()
-    assert LeaseKeeper("Q", timedelta(seconds=4), renew).tick == 1.0
-    assert LeaseKeeper("Q", timedelta(seconds=1), renew).tick == 0.25
-    assert LeaseKeeper("Q", timedelta(minutes=5), renew).tick == 1.0
+    assert LeaseRenewer("Q", timedelta(seconds=4), renew).tick == 1.0
+    assert LeaseRenewer("Q", timedelta(seconds=1), renew).tick == 0.25
+    assert LeaseRenewer("Q", timedelta(minutes=5), renew).tick == 1.0

@@ -6,16 +6,16 @@ from typing import Any
 
 from txqueue.core.retry import RetryPolicy
 from txqueue.worker.app import HandlerSpec
-from txqueue.worker.runtime import QUICK, _Queue
+from txqueue.worker.served_queue import QUICK, ServedQueue
 
 
-def _queue(limit: int, prefetch: int | None, max_batch_size: int = 100) -> _Queue:
+def _queue(limit: int, prefetch: int | None, max_batch_size: int = 100) -> ServedQueue:
     spec = HandlerSpec("Tasks", lambda message: None, RetryPolicy(), max_batch_size=max_batch_size)
-    keeper: Any = None  # not used by ahead()
-    return _Queue(spec, keeper, limit, prefetch)
+    renewer: Any = None  # not used by ahead()
+    return ServedQueue(spec, renewer, limit, prefetch)
 
 
-def _ran(queue: _Queue, duration: float, times: int = 1) -> None:
+def _ran(queue: ServedQueue, duration: float, times: int = 1) -> None:
     for handling in range(times):
         queue.began(handling, 100.0)
         queue.ended(handling, 100.0 + duration)

@@ -96,7 +96,7 @@ def _handling(
     lease = Lease(message, spec.lease_duration)
 
     async def settle() -> str | None:
-        return token  # the keeper's newest token (renewed from t1), or None when lost
+        return token  # the renewer's newest token (renewed from t1), or None when lost
 
     return Handling(spec, message, lease, settle)
 
