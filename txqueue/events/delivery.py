@@ -39,7 +39,7 @@ from txqueue.core.text import printable
 from txqueue.errors import InvalidArgument
 from txqueue.events.destinations import DestinationRefused, Resolver
 from txqueue.events.guarded import DEFAULT_LIMITS, AsyncGuardedTransport, GuardedTransport
-from txqueue.events.outcomes import Outcome, classify_status, parse_retry_after
+from txqueue.events.outcomes import AttemptKind, classify_status, parse_retry_after
 
 __all__ = ["AsyncHttpDeliverer", "Attempt", "HttpDeliverer"]
 
@@ -59,7 +59,7 @@ class Attempt:
     """The result of one delivery attempt, as logged for the pipeline."""
 
     status: int | None
-    outcome: Outcome
+    outcome: AttemptKind
     error: str | None
     latency: timedelta
     retry_after: timedelta | None
@@ -91,13 +91,13 @@ def _elapsed(started: float) -> timedelta:
 def _from_response(response: httpx.Response, excerpt: bytes, started: float) -> Attempt:
     outcome = classify_status(response.status_code)
     error = None
-    if outcome is not Outcome.SUCCESS:
+    if outcome is not AttemptKind.SUCCESS:
         try:
             phrase = HTTPStatus(response.status_code).phrase
         except ValueError:
             phrase = ""
         error = f"HTTP {response.status_code} {phrase}".rstrip()
-        if outcome is Outcome.PERMANENT and 300 <= response.status_code < 400:
+        if outcome is AttemptKind.PERMANENT and 300 <= response.status_code < 400:
             location = _quote(response.headers.get("location", "?").encode("utf-8", "replace"))
             error += f" (redirect to {location} not followed)"
         text = _quote(excerpt)
@@ -117,16 +117,16 @@ def _quote(data: bytes) -> str:
 
 def _from_error(error: BaseException, started: float, timeout: float) -> Attempt:
     if isinstance(error, DestinationRefused):
-        return Attempt(None, Outcome.PERMANENT, str(error), _elapsed(started), None)
+        return Attempt(None, AttemptKind.PERMANENT, str(error), _elapsed(started), None)
     if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError, TimeoutError)):
         text = f"timeout after {timeout:g} s: {type(error).__name__} {error}".rstrip()
-        outcome = Outcome.TRANSIENT
+        outcome = AttemptKind.TRANSIENT
     elif isinstance(error, (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)):
         text = f"request cannot be sent: {type(error).__name__}: {error}"
-        outcome = Outcome.PERMANENT
+        outcome = AttemptKind.PERMANENT
     else:
         text = f"connection error: {type(error).__name__}: {error}".rstrip(": ")
-        outcome = Outcome.TRANSIENT
+        outcome = AttemptKind.TRANSIENT
     return Attempt(None, outcome, printable(text), _elapsed(started), None)
 
 
@@ -190,7 +190,7 @@ class HttpDeliverer:
             return _from_error(error, started, self.timeout)
         excerpt = b""
         try:
-            success = classify_status(response.status_code) is Outcome.SUCCESS
+            success = classify_status(response.status_code) is AttemptKind.SUCCESS
             read = 0
             for chunk in response.iter_raw():
                 if not success and len(excerpt) <= _EXCERPT:
@@ -262,7 +262,7 @@ class AsyncHttpDeliverer:
             return _from_error(error, started, self.timeout)
         excerpt = b""
         try:
-            success = classify_status(response.status_code) is Outcome.SUCCESS
+            success = classify_status(response.status_code) is AttemptKind.SUCCESS
             excerpt = await asyncio.wait_for(
                 _read_excerpt(response, collect=not success),
                 timeout=max(deadline - time.monotonic(), 0.0),

@@ -50,7 +50,7 @@ from txqueue.events._async.events import AsyncEvents
 from txqueue.events.cloudevent import CloudEvent, from_json, to_binary_http, to_json
 from txqueue.events.delivery import Attempt, HttpDeliverer
 from txqueue.events.guarded import DEFAULT_LIMITS
-from txqueue.events.outcomes import Outcome, next_delay
+from txqueue.events.outcomes import AttemptKind, next_delay
 from txqueue.events.payloads import payload_problem
 from txqueue.events.recorder import AttemptRecord, LeaseLost, Recorder, Write
 from txqueue.events.records import DELIVERIES, Catalog, Delivery
@@ -360,7 +360,7 @@ class AsyncDispatcher:
         else:
             problem = _problem(pipeline, name, event, delivery)
         if problem is not None or pipeline is None or event is None:
-            attempt = Attempt(None, Outcome.PERMANENT, problem, _ZERO, None)
+            attempt = Attempt(None, AttemptKind.PERMANENT, problem, _ZERO, None)
             await self._finish(message, delivery, pipeline, attempt, started)
             return
         if pipeline.destination.kind == "http":
@@ -373,14 +373,14 @@ class AsyncDispatcher:
             return
         forward = self._forward(pipeline, event, uid, delivery)
         clock = time.monotonic()
-        success = Attempt(None, Outcome.SUCCESS, None, _ZERO, None)
+        success = Attempt(None, AttemptKind.SUCCESS, None, _ZERO, None)
         try:
             await self._finish(message, delivery, pipeline, success, started, forward, clock)
         except (NotFound, InvalidArgument, AlreadyExists) as error:
-            failed = Attempt(None, Outcome.PERMANENT, str(error), _elapsed(clock), None)
+            failed = Attempt(None, AttemptKind.PERMANENT, str(error), _elapsed(clock), None)
             await self._finish(message, delivery, pipeline, failed, started)
         except TxqueueError as error:  # the database is unavailable, or too busy: try again
-            failed = Attempt(None, Outcome.TRANSIENT, str(error), _elapsed(clock), None)
+            failed = Attempt(None, AttemptKind.TRANSIENT, str(error), _elapsed(clock), None)
             await self._finish(message, delivery, pipeline, failed, started)
 
     async def _post(
@@ -464,17 +464,17 @@ class AsyncDispatcher:
         number = delivery.attempts + 1
         delay = None
         error = attempt.error
-        if attempt.outcome is Outcome.SUCCESS:
+        if attempt.outcome is AttemptKind.SUCCESS:
             state = "delivered"
         elif (
-            attempt.outcome is Outcome.TRANSIENT
+            attempt.outcome is AttemptKind.TRANSIENT
             and pipeline is not None
             and pipeline.retry.should_retry(number)
         ):
             state, delay = "retrying", next_delay(pipeline.retry, number, attempt.retry_after)
         else:
             state = "failed"
-            if attempt.outcome is Outcome.TRANSIENT:
+            if attempt.outcome is AttemptKind.TRANSIENT:
                 error = f"{error} (gave up after {number} attempt(s))"
 
         row = LogRow(

@@ -16,14 +16,20 @@ from txqueue.core.durations import require_aware
 from txqueue.core.retry import RetryPolicy
 from txqueue.errors import InvalidArgument
 
-__all__ = ["TRANSIENT_STATUSES", "Outcome", "classify_status", "next_delay", "parse_retry_after"]
+__all__ = [
+    "TRANSIENT_STATUSES",
+    "AttemptKind",
+    "classify_status",
+    "next_delay",
+    "parse_retry_after",
+]
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _DELTA_SECONDS = re.compile(r"\d+\Z")
 _LONGEST = timedelta(days=365)  # caps absurd Retry-After values; next_delay caps far lower
 
 
-class Outcome(enum.Enum):
+class AttemptKind(enum.Enum):
     """How one delivery attempt ended."""
 
     SUCCESS = "success"
@@ -31,13 +37,13 @@ class Outcome(enum.Enum):
     PERMANENT = "permanent"
 
 
-def classify_status(status: int) -> Outcome:
+def classify_status(status: int) -> AttemptKind:
     """SUCCESS for 2xx, TRANSIENT for the retryable statuses, PERMANENT for anything else."""
     if 200 <= status <= 299:
-        return Outcome.SUCCESS
+        return AttemptKind.SUCCESS
     if status in TRANSIENT_STATUSES:
-        return Outcome.TRANSIENT
-    return Outcome.PERMANENT
+        return AttemptKind.TRANSIENT
+    return AttemptKind.PERMANENT
 
 
 def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:

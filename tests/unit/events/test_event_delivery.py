@@ -19,7 +19,7 @@ import pytest
 from txqueue.errors import InvalidArgument
 from txqueue.events.cloudevent import make_event, to_binary_http
 from txqueue.events.delivery import AsyncHttpDeliverer, Attempt, HttpDeliverer
-from txqueue.events.outcomes import Outcome
+from txqueue.events.outcomes import AttemptKind
 from txqueue.events.signing import sign, verify
 
 SHORT = 0.3  # seconds: the timeout used against the sleeping endpoint
@@ -124,7 +124,7 @@ async def async_deliverer() -> Any:
         yield d
 
 
-def check_common(attempt: Attempt, status: int | None, outcome: Outcome) -> None:
+def check_common(attempt: Attempt, status: int | None, outcome: AttemptKind) -> None:
     assert attempt.status == status
     assert attempt.outcome is outcome
     assert timedelta(0) < attempt.latency < timedelta(seconds=5)
@@ -134,38 +134,38 @@ def check_common(attempt: Attempt, status: int | None, outcome: Outcome) -> None
 
 
 def expect_ok(attempt: Attempt) -> None:
-    check_common(attempt, 200, Outcome.SUCCESS)
+    check_common(attempt, 200, AttemptKind.SUCCESS)
     assert attempt.error is None and attempt.retry_after is None
 
 
 def expect_unavailable(attempt: Attempt) -> None:
-    check_common(attempt, 503, Outcome.TRANSIENT)
+    check_common(attempt, 503, AttemptKind.TRANSIENT)
     assert attempt.retry_after == timedelta(seconds=7)
     assert attempt.error == "HTTP 503 Service Unavailable: down for maintenance"
 
 
 def expect_bad(attempt: Attempt) -> None:
-    check_common(attempt, 400, Outcome.PERMANENT)
+    check_common(attempt, 400, AttemptKind.PERMANENT)
     assert attempt.error == "HTTP 400 Bad Request: missing field 'order'"
     assert attempt.retry_after is None
 
 
 def expect_redirect(attempt: Attempt, receiver: Receiver) -> None:
-    check_common(attempt, 302, Outcome.PERMANENT)
+    check_common(attempt, 302, AttemptKind.PERMANENT)
     assert attempt.error is not None and "redirect to /ok not followed" in attempt.error
     assert [r["path"] for r in receiver.received] == ["/redirect"]
 
 
 def expect_timeout(attempt: Attempt) -> None:
     assert attempt.status is None
-    assert attempt.outcome is Outcome.TRANSIENT
+    assert attempt.outcome is AttemptKind.TRANSIENT
     assert attempt.error is not None and "timeout" in attempt.error.lower()
     assert timedelta(seconds=SHORT * 0.9) <= attempt.latency < timedelta(seconds=3)
 
 
 def expect_refused(attempt: Attempt) -> None:
     assert attempt.status is None
-    assert attempt.outcome is Outcome.TRANSIENT
+    assert attempt.outcome is AttemptKind.TRANSIENT
     assert attempt.error is not None and attempt.error.startswith("connection error: ConnectError")
 
 
@@ -183,7 +183,7 @@ def test_sync_200(deliverer: HttpDeliverer, receiver: Receiver) -> None:
 
 def test_sync_202_is_success(deliverer: HttpDeliverer, receiver: Receiver) -> None:
     attempt = deliverer.deliver(f"{receiver.base}/accepted", {}, b"{}")
-    check_common(attempt, 202, Outcome.SUCCESS)
+    check_common(attempt, 202, AttemptKind.SUCCESS)
 
 
 def test_sync_503_with_retry_after(deliverer: HttpDeliverer, receiver: Receiver) -> None:
@@ -192,7 +192,7 @@ def test_sync_503_with_retry_after(deliverer: HttpDeliverer, receiver: Receiver)
 
 def test_sync_429_with_http_date(deliverer: HttpDeliverer, receiver: Receiver) -> None:
     attempt = deliverer.deliver(f"{receiver.base}/throttled", {}, b"{}")
-    check_common(attempt, 429, Outcome.TRANSIENT)
+    check_common(attempt, 429, AttemptKind.TRANSIENT)
     assert attempt.retry_after is not None
     assert timedelta(minutes=59) < attempt.retry_after <= timedelta(hours=1)
 
@@ -203,7 +203,7 @@ def test_sync_400(deliverer: HttpDeliverer, receiver: Receiver) -> None:
 
 def test_sync_404_is_permanent(deliverer: HttpDeliverer, receiver: Receiver) -> None:
     attempt = deliverer.deliver(f"{receiver.base}/nowhere", {}, b"{}")
-    check_common(attempt, 404, Outcome.PERMANENT)
+    check_common(attempt, 404, AttemptKind.PERMANENT)
 
 
 def test_sync_302_is_not_followed(deliverer: HttpDeliverer, receiver: Receiver) -> None:
@@ -223,9 +223,9 @@ def test_sync_unsendable_requests_are_permanent(
     deliverer: HttpDeliverer, receiver: Receiver
 ) -> None:
     attempt = deliverer.deliver("ftp://127.0.0.1/x", {}, b"")
-    assert (attempt.status, attempt.outcome) == (None, Outcome.PERMANENT)
+    assert (attempt.status, attempt.outcome) == (None, AttemptKind.PERMANENT)
     attempt = deliverer.deliver(f"{receiver.base}/ok", {"x-bad": "a\r\nb"}, b"")
-    assert (attempt.status, attempt.outcome) == (None, Outcome.PERMANENT)
+    assert (attempt.status, attempt.outcome) == (None, AttemptKind.PERMANENT)
     assert attempt.error is not None and attempt.error.startswith("request cannot be sent")
 
 
@@ -250,7 +250,7 @@ def test_sync_pool_keeps_a_connection_per_thread_alive(receiver: Receiver) -> No
             attempts = list(
                 threads.map(lambda _: deliverer.deliver(url, {}, b"{}"), range(TOGETHER))
             )
-            assert {a.outcome for a in attempts} == {Outcome.SUCCESS}
+            assert {a.outcome for a in attempts} == {AttemptKind.SUCCESS}
     assert len(receiver.received) == 2 * TOGETHER
     assert len({r["port"] for r in receiver.received}) == TOGETHER
 
@@ -301,7 +301,7 @@ def test_timeout_may_be_a_timedelta() -> None:
 
 
 def test_attempt_is_frozen() -> None:
-    attempt = Attempt(200, Outcome.SUCCESS, None, timedelta(0), None)
+    attempt = Attempt(200, AttemptKind.SUCCESS, None, timedelta(0), None)
     with pytest.raises(FrozenInstanceError):
         attempt.status = 500  # type: ignore[misc]
 
@@ -353,4 +353,4 @@ async def test_async_unsendable_request_is_permanent(
     async_deliverer: AsyncHttpDeliverer,
 ) -> None:
     attempt = await async_deliverer.deliver("ftp://127.0.0.1/x", {}, b"")
-    assert (attempt.status, attempt.outcome) == (None, Outcome.PERMANENT)
+    assert (attempt.status, attempt.outcome) == (None, AttemptKind.PERMANENT)

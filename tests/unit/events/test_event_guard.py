@@ -30,7 +30,7 @@ from txqueue.events.guarded import (
     GuardedTransport,
     checked_addresses,
 )
-from txqueue.events.outcomes import Outcome
+from txqueue.events.outcomes import AttemptKind
 
 PUBLIC = "93.184.216.34"
 NOISE = (
@@ -239,11 +239,11 @@ def test_the_deliverer_refuses_a_rebound_name_permanently(server: Server) -> Non
         allowed = deliverer.deliver(
             f"http://127.0.0.1:{server.port}/y", {}, b"{}", allow_private=True
         )
-    assert (attempt.status, attempt.outcome) == (None, Outcome.PERMANENT)
+    assert (attempt.status, attempt.outcome) == (None, AttemptKind.PERMANENT)
     assert (attempt.error or "").startswith(
         "destination host hooks.example resolved to 127.0.0.1, a loopback address"
     )
-    assert allowed.outcome is Outcome.SUCCESS
+    assert allowed.outcome is AttemptKind.SUCCESS
     assert [path for path, _, _ in server.requests] == ["/y"]
 
 
@@ -251,7 +251,7 @@ async def test_async_deliverer_refuses_a_rebound_name_permanently(server: Server
     dns = Dns(hooks_example=["::1"])
     async with AsyncHttpDeliverer(timeout=5, resolver=dns) as deliverer:
         attempt = await deliverer.deliver(f"http://hooks.example:{server.port}/x", {}, b"{}")
-    assert (attempt.status, attempt.outcome) == (None, Outcome.PERMANENT)
+    assert (attempt.status, attempt.outcome) == (None, AttemptKind.PERMANENT)
     assert "hooks.example resolved to ::1, a loopback address" in (attempt.error or "")
     assert server.requests == []
 
@@ -269,9 +269,9 @@ def test_a_response_body_is_capped_and_printable(server: Server) -> None:
     with HttpDeliverer(timeout=5, allow_private=True) as deliverer:
         attempt = deliverer.deliver(f"http://127.0.0.1:{server.port}/noisy", {}, b"{}")
         again = deliverer.deliver(f"http://127.0.0.1:{server.port}/ok", {}, b"{}")
-    assert (attempt.status, attempt.outcome) == (500, Outcome.TRANSIENT)
+    assert (attempt.status, attempt.outcome) == (500, AttemptKind.TRANSIENT)
     check_noisy(attempt.error)
-    assert again.outcome is Outcome.SUCCESS
+    assert again.outcome is AttemptKind.SUCCESS
 
 
 async def test_async_a_response_body_is_capped_and_printable(server: Server) -> None:

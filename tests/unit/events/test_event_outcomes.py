@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from txqueue.core.retry import RetryPolicy
 from txqueue.errors import InvalidArgument
-from txqueue.events.outcomes import Outcome, classify_status, next_delay, parse_retry_after
+from txqueue.events.outcomes import AttemptKind, classify_status, next_delay, parse_retry_after
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 SECOND = timedelta(seconds=1)
@@ -22,17 +22,17 @@ RETRIED = {408, 409, 429, 500, 502, 503, 504}
 @pytest.mark.parametrize("status", range(100, 600))
 def test_every_status_is_classified_as_the_table_says(status: int) -> None:
     if 200 <= status < 300:
-        expected = Outcome.SUCCESS
+        expected = AttemptKind.SUCCESS
     elif status in RETRIED:
-        expected = Outcome.TRANSIENT
+        expected = AttemptKind.TRANSIENT
     else:
-        expected = Outcome.PERMANENT
+        expected = AttemptKind.PERMANENT
     assert classify_status(status) is expected
 
 
 @pytest.mark.parametrize("status", [0, 99, 600, 999, -1])
 def test_statuses_outside_the_http_range_are_permanent(status: int) -> None:
-    assert classify_status(status) is Outcome.PERMANENT
+    assert classify_status(status) is AttemptKind.PERMANENT
 
 
 # --- Retry-After ---------------------------------------------------------------------------
