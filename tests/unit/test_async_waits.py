@@ -14,7 +14,7 @@ import socket
 
 import pytest
 
-from txqueue._async._compat import acquire, wait_readable
+from txqueue.drivers._async_compat import acquire, wait_readable
 from txqueue.worker.concurrency import Slots
 
 TURNS = range(8)

@@ -12,14 +12,14 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from txqueue import telemetry
-from txqueue._async._compat import CancelledError, Lock, finish, monotonic, sleep
 from txqueue._async.drivers import open_driver
-from txqueue._async.protocol import AsyncDriver
 from txqueue._async.transaction import AsyncBatch, AsyncSnapshot, AsyncTransaction
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE, is_token, token_expiration_micros
 from txqueue.core.schema import Catalog, Dialect, Index, Table, validate_name
 from txqueue.core.values import check_count, check_key, check_text
+from txqueue.drivers._async_compat import CancelledError, Lock, finish, monotonic, sleep
+from txqueue.drivers._async_protocol import AsyncDriver
 from txqueue.drivers.base import (
     DeadLetterParams,
     ReceiveParams,

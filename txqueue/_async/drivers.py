@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from txqueue._async.protocol import AsyncDriver
 from txqueue.core.url import integer_option, parse_url
+from txqueue.drivers._async_protocol import AsyncDriver
 from txqueue.errors import InvalidArgument
 
 __all__ = ["open_driver"]

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from txqueue import telemetry
-from txqueue._async.protocol import AsyncDriverTransaction
+from txqueue.drivers._async_protocol import AsyncDriverTransaction
 from txqueue.drivers.base import (
     WriteKind,
 )

@@ -13,14 +13,14 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from txqueue import telemetry
-from txqueue._sync._compat import CancelledError, Lock, finish, monotonic, sleep
 from txqueue._sync.drivers import open_driver
-from txqueue._sync.protocol import Driver
 from txqueue._sync.transaction import Batch, Snapshot, Transaction
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE, is_token, token_expiration_micros
 from txqueue.core.schema import Catalog, Dialect, Index, Table, validate_name
 from txqueue.core.values import check_count, check_key, check_text
+from txqueue.drivers._sync_compat import CancelledError, Lock, finish, monotonic, sleep
+from txqueue.drivers._sync_protocol import Driver
 from txqueue.drivers.base import (
     DeadLetterParams,
     ReceiveParams,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from txqueue._sync.protocol import Driver
 from txqueue.core.url import integer_option, parse_url
+from txqueue.drivers._sync_protocol import Driver
 from txqueue.errors import InvalidArgument
 
 __all__ = ["open_driver"]

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from txqueue import telemetry
-from txqueue._sync.protocol import DriverTransaction
+from txqueue.drivers._sync_protocol import DriverTransaction
 from txqueue.drivers.base import (
     WriteKind,
 )

@@ -1,8 +1,9 @@
 """The operation-level contract between the Database face and a driver (asyncio face).
 
 Each method is one domain operation in business words; a driver owns all of its SQL and maps
-its engine's errors to ``txqueue.errors`` at this boundary. ``txqueue._sync.protocol`` is
-generated from this file.
+its engine's errors to ``txqueue.errors`` at this boundary. It sits in ``txqueue.drivers``,
+below both faces, so that no driver imports a face; ``txqueue.drivers._sync_protocol`` is
+generated from this file, and ``txqueue.drivers.protocol`` names both.
 """
 
 from __future__ import annotations

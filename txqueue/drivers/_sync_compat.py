@@ -1,6 +1,8 @@
 """What differs between the faces beyond async/await: threads, sleeping, waiting on sockets.
 
-Hand-written in both ``_async`` and ``_sync``; the code generator leaves these files alone.
+Written by hand in both ``_async_compat`` and ``_sync_compat`` (the code generator maps one
+name to the other and leaves both files alone). They sit in ``txqueue.drivers``, below both
+faces, because the drivers need them and no driver imports a face.
 """
 
 from __future__ import annotations

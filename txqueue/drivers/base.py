@@ -1,7 +1,8 @@
 """What every driver is asked to do, one parameter object per operation (River's shape).
 
-The protocols themselves live in ``txqueue._async.protocol`` (and the generated
-``txqueue._sync.protocol``); the parameter objects are shared by both faces. ``now`` is the
+The protocols themselves live in ``txqueue.drivers._async_protocol`` (and the generated
+``txqueue.drivers._sync_protocol``; ``txqueue.drivers.protocol`` names both); the parameter
+objects are shared by both faces. ``now`` is the
 pinned database time for tests: None means "the database's clock".
 """
 

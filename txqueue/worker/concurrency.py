@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from txqueue._async._compat import done_within
+from txqueue.drivers._async_compat import done_within
 
 __all__ = ["DaemonThreadPool", "Slots", "cancel_and_wait"]
 

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from txqueue._async._compat import monotonic, run_blocking, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
@@ -33,6 +32,7 @@ from txqueue.core.schema import (
     check_dialect,
     check_engine_names,
 )
+from txqueue.drivers._async_compat import monotonic, run_blocking, sleep
 from txqueue.drivers.base import (
     BrowseParams,
     DeadLetterParams,

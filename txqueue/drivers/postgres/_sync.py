@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from txqueue._sync._compat import monotonic, run_blocking, sleep
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
@@ -34,6 +33,7 @@ from txqueue.core.schema import (
     check_dialect,
     check_engine_names,
 )
+from txqueue.drivers._sync_compat import monotonic, run_blocking, sleep
 from txqueue.drivers.base import (
     BrowseParams,
     DeadLetterParams,

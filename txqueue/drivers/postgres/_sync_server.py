@@ -15,7 +15,7 @@ import psycopg
 from psycopg.pq import ExecStatus
 from psycopg_pool import ConnectionPool
 
-from txqueue._sync._compat import monotonic, sleep, wait_readable
+from txqueue.drivers._sync_compat import monotonic, sleep, wait_readable
 from txqueue.drivers.postgres.codec import refused_for_good
 from txqueue.drivers.postgres.connections import has_input
 from txqueue.drivers.postgres.reachability import connect_failure, report_retry, server_name

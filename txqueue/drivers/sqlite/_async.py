@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from txqueue._async._compat import Lock, acquire, monotonic, run_blocking, wait_readable
 from txqueue.core.schema import (
     DELIVER_TIME,
     Catalog,
@@ -20,6 +19,7 @@ from txqueue.core.schema import (
     Table,
     check_engine_names,
 )
+from txqueue.drivers._async_compat import Lock, acquire, monotonic, run_blocking, wait_readable
 from txqueue.drivers.base import (
     AckParams,
     BrowseParams,

@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from txqueue import telemetry
-from txqueue._async._compat import Lock
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
+from txqueue.drivers._async_compat import Lock
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.events._async.access import engine_query
 from txqueue.events.cloudevent import (

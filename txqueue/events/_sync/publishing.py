@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from txqueue import telemetry
-from txqueue._sync._compat import Lock
 from txqueue._sync.database import Database, Transaction
+from txqueue.drivers._sync_compat import Lock
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.events._sync.access import engine_query
 from txqueue.events.cloudevent import (
