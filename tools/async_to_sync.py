@@ -55,7 +55,14 @@ NAMES = {
 _SYNC_PREFIX = re.compile(r"\bSync([A-Z]\w*)")  # unasync turns AsyncX into SyncX
 _ASYNC_PREFIX = re.compile(r"\bAsync([A-Z]\w*)")  # names inside docstrings and comments
 _AWAITABLE = re.compile(r"Awaitable\[(\w+)\]")
-HEADER = "# Generated from {source} by tools/async_to_sync.py: edit that file, then regenerate.\n"
+HEADER = "# Generated from {source} by tools/async_to_sync.py; do not edit.\n"
+#: The source's docstring names its sync twin; the twin's says where it comes from instead.
+_TWIN_SENTENCE = re.compile(
+    r"The sync twin ``[^`]+``\s+is generated from this file\s+by\s+``tools/async_to_sync\.py``\."
+)
+_GENERATED_SENTENCE = "Generated from ``{source}`` by ``tools/async_to_sync.py``; do not edit."
+#: Words a generated file must not say of itself (it would claim to be the source).
+_SOURCE_CLAIM = re.compile(r"written by hand|generated from (this file|it)\b", re.IGNORECASE)
 
 
 def generate(source: Path) -> str:
@@ -73,7 +80,19 @@ def generate(source: Path) -> str:
         text = _SYNC_PREFIX.sub(r"\1", text)
         text = _ASYNC_PREFIX.sub(r"\1", text).replace("asyncio face", "sync face")
         text = _AWAITABLE.sub(r"\1", text)
-        out.write_text(HEADER.format(source=source.relative_to(ROOT)) + text)
+        name = source.relative_to(ROOT).as_posix()
+        sentence = _GENERATED_SENTENCE.format(source=name)
+        if len(sentence) > 100:
+            sentence = sentence.replace("`` by ``", "``\nby ``", 1)
+        text = _TWIN_SENTENCE.sub(sentence, text)
+        claim = _SOURCE_CLAIM.search(text)
+        if claim:
+            raise SystemExit(
+                f"{name}: its sync twin would say {claim.group(0)!r} of itself; name the twin as "
+                "'The sync twin ``path`` is generated from this file by "
+                "``tools/async_to_sync.py``.'"
+            )
+        out.write_text(HEADER.format(source=name) + text)
         ruff = [sys.executable, "-m", "ruff", "--config", str(ROOT / "pyproject.toml")]
         subprocess.run(
             [*ruff, "check", "--quiet", "--fix", "--select", "I,F401", str(out)],

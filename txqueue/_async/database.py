@@ -1,7 +1,7 @@
 """The asyncio face: AsyncDatabase, AsyncTransaction, AsyncBatch, AsyncSnapshot.
 
-Written by hand; ``txqueue/_sync/database.py`` (Database, Transaction, Batch, Snapshot) is
-generated from this file by ``tools/async_to_sync.py`` — edit here, then regenerate.
+The sync twin ``txqueue/_sync/database.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Choosing and opening the driver for a database URL (asyncio face)."""
+"""Choosing and opening the driver for a database URL (asyncio face).
+
+The sync twin ``txqueue/_sync/drivers.py`` is generated from this file
+by ``tools/async_to_sync.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Transactions of the asyncio face: AsyncTransaction, AsyncBatch, AsyncSnapshot.
 
-Written by hand; ``txqueue/_sync/transaction.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+The sync twin ``txqueue/_sync/transaction.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

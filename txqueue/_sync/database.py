@@ -1,8 +1,7 @@
-# Generated from txqueue/_async/database.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/_async/database.py by tools/async_to_sync.py; do not edit.
 """The sync face: Database, Transaction, Batch, Snapshot.
 
-Written by hand; ``txqueue/_sync/database.py`` (Database, Transaction, Batch, Snapshot) is
-generated from this file by ``tools/async_to_sync.py`` — edit here, then regenerate.
+Generated from ``txqueue/_async/database.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-# Generated from txqueue/_async/drivers.py by tools/async_to_sync.py: edit that file, then regenerate.
-"""Choosing and opening the driver for a database URL (sync face)."""
+# Generated from txqueue/_async/drivers.py by tools/async_to_sync.py; do not edit.
+"""Choosing and opening the driver for a database URL (sync face).
+
+Generated from ``txqueue/_async/drivers.py`` by ``tools/async_to_sync.py``; do not edit.
+"""
 
 from __future__ import annotations
 

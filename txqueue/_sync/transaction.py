@@ -1,8 +1,7 @@
-# Generated from txqueue/_async/transaction.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/_async/transaction.py by tools/async_to_sync.py; do not edit.
 """Transactions of the sync face: Transaction, Batch, Snapshot.
 
-Written by hand; ``txqueue/_sync/transaction.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+Generated from ``txqueue/_async/transaction.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -2,8 +2,11 @@
 
 Each method is one domain operation in business words; a driver owns all of its SQL and maps
 its engine's errors to ``txqueue.errors`` at this boundary. It sits in ``txqueue.drivers``,
-below both faces, so that no driver imports a face; ``txqueue.drivers._sync_protocol`` is
-generated from this file, and ``txqueue.drivers.protocol`` names both.
+below both faces, so that no driver imports a face; ``txqueue.drivers.protocol`` names this
+contract and its sync twin.
+
+The sync twin ``txqueue/drivers/_sync_protocol.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-# Generated from txqueue/drivers/_async_protocol.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/drivers/_async_protocol.py by tools/async_to_sync.py; do not edit.
 """The operation-level contract between the Database face and a driver (sync face).
 
 Each method is one domain operation in business words; a driver owns all of its SQL and maps
 its engine's errors to ``txqueue.errors`` at this boundary. It sits in ``txqueue.drivers``,
-below both faces, so that no driver imports a face; ``txqueue.drivers._sync_protocol`` is
-generated from this file, and ``txqueue.drivers.protocol`` names both.
+below both faces, so that no driver imports a face; ``txqueue.drivers.protocol`` names this
+contract and its sync twin.
+
+Generated from ``txqueue/drivers/_async_protocol.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-# Generated from txqueue/worker/_async_apply.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/worker/_async_apply.py by tools/async_to_sync.py; do not edit.
 """The worker's operations applied in one transaction (sync face), and ``checkpoint``.
 
-The sync twin ``txqueue/worker/_sync_apply.py`` is generated from this file by
-``tools/async_to_sync.py``.
+Generated from ``txqueue/worker/_async_apply.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """The PostgreSQL driver for the asyncio face (psycopg 3 + psycopg_pool).
 
-``txqueue/drivers/postgres/_sync.py`` is generated from this file. Connections are in
-autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing statement is one
-short transaction. A committed send NOTIFYs the queue's name on one channel (after COMMIT,
-from the driver's ``Notifier`` thread, off the commit's path); receivers
-LISTEN on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g.
-behind PgBouncer's transaction pooling, or for sends made with plain SQL).
+Connections are in autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing
+statement is one short transaction. A committed send NOTIFYs the queue's name on one channel
+(after COMMIT, from the driver's ``Notifier`` thread, off the commit's path); receivers LISTEN
+on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g. behind
+PgBouncer's transaction pooling, or for sends made with plain SQL).
+
+The sync twin ``txqueue/drivers/postgres/_sync.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

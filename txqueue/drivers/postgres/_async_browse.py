@@ -4,7 +4,9 @@ Functions over one pooled connection (autocommit). Browsing walks the primary-ke
 key order (keyset paging, never OFFSET). A string prefix is a range on the key when text
 compares by bytes (the "C"/"POSIX"/"C.UTF-8" collations); under a linguistic collation the
 range would not be the prefix, so ``starts_with`` alone decides there.
-``_sync_browse.py`` is generated from this file.
+
+The sync twin ``txqueue/drivers/postgres/_sync_browse.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

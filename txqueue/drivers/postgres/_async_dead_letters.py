@@ -1,7 +1,9 @@
 """Dead letters on PostgreSQL: the atomic move out of a queue, listing, replay and purge.
 
 Functions over one pooled connection (autocommit; each opens its own transaction).
-``_sync_dead_letters.py`` is generated from this file.
+
+The sync twin ``txqueue/drivers/postgres/_sync_dead_letters.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

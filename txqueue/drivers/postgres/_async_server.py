@@ -1,7 +1,8 @@
 """The PostgreSQL server as the driver meets it: waiting for one that is down at connect,
 checking a pooled connection before it is lent, and waiting for a commit to be replicated.
 
-``_sync_server.py`` is generated from this file.
+The sync twin ``txqueue/drivers/postgres/_sync_server.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

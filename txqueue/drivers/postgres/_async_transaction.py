@@ -1,4 +1,4 @@
-"""A PostgreSQL transaction for the asyncio face; ``_sync_transaction.py`` is generated from it.
+"""A PostgreSQL transaction for the asyncio face.
 
 Round trips (and, on the client, statements) are what a transaction costs beyond its
 commit, so this class spends few: BEGIN travels in one pipeline with the first statement;
@@ -12,6 +12,9 @@ the transaction would serialise commits). A run that cannot apply in full fails
 its statement inside the server, so the COMMIT behind it never runs. Errors of buffered
 operations surface at the next statement or at commit, as Spanner's mutation errors surface
 at commit.
+
+The sync twin ``txqueue/drivers/postgres/_sync_transaction.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

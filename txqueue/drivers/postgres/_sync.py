@@ -1,12 +1,13 @@
-# Generated from txqueue/drivers/postgres/_async.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/drivers/postgres/_async.py by tools/async_to_sync.py; do not edit.
 """The PostgreSQL driver for the sync face (psycopg 3 + psycopg_pool).
 
-``txqueue/drivers/postgres/_sync.py`` is generated from this file. Connections are in
-autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing statement is one
-short transaction. A committed send NOTIFYs the queue's name on one channel (after COMMIT,
-from the driver's ``Notifier`` thread, off the commit's path); receivers
-LISTEN on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g.
-behind PgBouncer's transaction pooling, or for sends made with plain SQL).
+Connections are in autocommit mode; transactions are explicit BEGIN/COMMIT so one leasing
+statement is one short transaction. A committed send NOTIFYs the queue's name on one channel
+(after COMMIT, from the driver's ``Notifier`` thread, off the commit's path); receivers LISTEN
+on their stream's connection and fall back to a slow look when no NOTIFY comes (e.g. behind
+PgBouncer's transaction pooling, or for sends made with plain SQL).
+
+Generated from ``txqueue/drivers/postgres/_async.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

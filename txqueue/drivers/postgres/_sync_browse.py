@@ -1,11 +1,13 @@
-# Generated from txqueue/drivers/postgres/_async_browse.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/drivers/postgres/_async_browse.py by tools/async_to_sync.py; do not edit.
 """Reading PostgreSQL queues without leasing: message browsing and cheap counts of large queues.
 
 Functions over one pooled connection (autocommit). Browsing walks the primary-key index in
 key order (keyset paging, never OFFSET). A string prefix is a range on the key when text
 compares by bytes (the "C"/"POSIX"/"C.UTF-8" collations); under a linguistic collation the
 range would not be the prefix, so ``starts_with`` alone decides there.
-``_sync_browse.py`` is generated from this file.
+
+Generated from ``txqueue/drivers/postgres/_async_browse.py``
+by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

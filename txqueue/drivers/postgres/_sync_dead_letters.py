@@ -1,8 +1,10 @@
-# Generated from txqueue/drivers/postgres/_async_dead_letters.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/drivers/postgres/_async_dead_letters.py by tools/async_to_sync.py; do not edit.
 """Dead letters on PostgreSQL: the atomic move out of a queue, listing, replay and purge.
 
 Functions over one pooled connection (autocommit; each opens its own transaction).
-``_sync_dead_letters.py`` is generated from this file.
+
+Generated from ``txqueue/drivers/postgres/_async_dead_letters.py``
+by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-# Generated from txqueue/drivers/postgres/_async_server.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/drivers/postgres/_async_server.py by tools/async_to_sync.py; do not edit.
 """The PostgreSQL server as the driver meets it: waiting for one that is down at connect,
 checking a pooled connection before it is lent, and waiting for a commit to be replicated.
 
-``_sync_server.py`` is generated from this file.
+Generated from ``txqueue/drivers/postgres/_async_server.py``
+by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-# Generated from txqueue/drivers/postgres/_async_transaction.py by tools/async_to_sync.py: edit that file, then regenerate.
-"""A PostgreSQL transaction for the sync face; ``_sync_transaction.py`` is generated from it.
+# Generated from txqueue/drivers/postgres/_async_transaction.py by tools/async_to_sync.py; do not edit.
+"""A PostgreSQL transaction for the sync face.
 
 Round trips (and, on the client, statements) are what a transaction costs beyond its
 commit, so this class spends few: BEGIN travels in one pipeline with the first statement;
@@ -13,6 +13,9 @@ the transaction would serialise commits). A run that cannot apply in full fails
 its statement inside the server, so the COMMIT behind it never runs. Errors of buffered
 operations surface at the next statement or at commit, as Spanner's mutation errors surface
 at commit.
+
+Generated from ``txqueue/drivers/postgres/_async_transaction.py``
+by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """The SQLite driver for the asyncio face: blocking work runs on worker threads.
 
-``txqueue/drivers/sqlite/_sync.py`` is generated from this file; the SQL and the blocking
-operations live in ``engine``, ``leasing`` and ``catalog``, shared by both.
+The SQL and the blocking operations live in ``engine``, ``leasing`` and ``catalog``, shared
+by both.
+
+The sync twin ``txqueue/drivers/sqlite/_sync.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-# Generated from txqueue/drivers/sqlite/_async.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/drivers/sqlite/_async.py by tools/async_to_sync.py; do not edit.
 """The SQLite driver for the sync face: blocking work runs on worker threads.
 
-``txqueue/drivers/sqlite/_sync.py`` is generated from this file; the SQL and the blocking
-operations live in ``engine``, ``leasing`` and ``catalog``, shared by both.
+The SQL and the blocking operations live in ``engine``, ``leasing`` and ``catalog``, shared
+by both.
+
+Generated from ``txqueue/drivers/sqlite/_async.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

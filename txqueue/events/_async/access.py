@@ -4,8 +4,8 @@ The public ``execute_sql`` speaks the database's Spanner dialect and refuses txq
 ``txqueue_`` names, so the event layer reads its tables with the faces' engine-SQL methods
 (``execute_engine_sql`` / ``execute_engine_update``).
 
-Written by hand; ``txqueue/events/_sync/access.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+The sync twin ``txqueue/events/_sync/access.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """AsyncArchive: the archive and the attempt log joined (undelivered messages), replay, purge.
 
-Written by hand; ``txqueue/events/_sync/archive.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+The sync twin ``txqueue/events/_sync/archive.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """AsyncEvents: the event layer's public face — configuration, publishing, archive, replay.
 
-Written by hand; ``txqueue/events/_sync/events.py`` (Events) is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+The sync twin ``txqueue/events/_sync/events.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

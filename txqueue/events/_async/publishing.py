@@ -1,7 +1,7 @@
 """AsyncPublisher: the event layer's storage and publishing, under AsyncArchive and AsyncEvents.
 
-Written by hand; ``txqueue/events/_sync/publishing.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+The sync twin ``txqueue/events/_sync/publishing.py`` is generated from this file
+by ``tools/async_to_sync.py``.
 """
 
 from __future__ import annotations

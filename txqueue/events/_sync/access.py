@@ -1,12 +1,11 @@
-# Generated from txqueue/events/_async/access.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/events/_async/access.py by tools/async_to_sync.py; do not edit.
 """Engine SQL on the event layer's own tables, beneath the public (Spanner) SQL front end.
 
 The public ``execute_sql`` speaks the database's Spanner dialect and refuses txqueue's reserved
 ``txqueue_`` names, so the event layer reads its tables with the faces' engine-SQL methods
 (``execute_engine_sql`` / ``execute_engine_update``).
 
-Written by hand; ``txqueue/events/_sync/access.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+Generated from ``txqueue/events/_async/access.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-# Generated from txqueue/events/_async/archive.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/events/_async/archive.py by tools/async_to_sync.py; do not edit.
 """Archive: the archive and the attempt log joined (undelivered messages), replay, purge.
 
-Written by hand; ``txqueue/events/_sync/archive.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+Generated from ``txqueue/events/_async/archive.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-# Generated from txqueue/events/_async/events.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/events/_async/events.py by tools/async_to_sync.py; do not edit.
 """Events: the event layer's public face — configuration, publishing, archive, replay.
 
-Written by hand; ``txqueue/events/_sync/events.py`` (Events) is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+Generated from ``txqueue/events/_async/events.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-# Generated from txqueue/events/_async/publishing.py by tools/async_to_sync.py: edit that file, then regenerate.
+# Generated from txqueue/events/_async/publishing.py by tools/async_to_sync.py; do not edit.
 """Publisher: the event layer's storage and publishing, under Archive and Events.
 
-Written by hand; ``txqueue/events/_sync/publishing.py`` is generated from this file by
-``tools/async_to_sync.py`` — edit here, then regenerate.
+Generated from ``txqueue/events/_async/publishing.py`` by ``tools/async_to_sync.py``; do not edit.
 """
 
 from __future__ import annotations
