@@ -37,6 +37,7 @@ FILES = {
     "txqueue/drivers/postgres/_async_server.py": "txqueue/drivers/postgres/_sync_server.py",
     "txqueue/drivers/postgres/_async_browse.py": "txqueue/drivers/postgres/_sync_browse.py",
     "txqueue/worker/_async_apply.py": "txqueue/worker/_sync_apply.py",
+    "txqueue/events/_async_delivery.py": "txqueue/events/_sync_delivery.py",
 }
 NAMES = {
     "_async": "_sync",
@@ -51,6 +52,8 @@ NAMES = {
     "AsyncConnectionPool": "ConnectionPool",
     "AsyncCursor": "Cursor",
     "AsyncIterator": "Iterator",
+    "aiter_raw": "iter_raw",
+    "aclose": "close",
 }
 _SYNC_PREFIX = re.compile(r"\bSync([A-Z]\w*)")  # unasync turns AsyncX into SyncX
 _ASYNC_PREFIX = re.compile(r"\bAsync([A-Z]\w*)")  # names inside docstrings and comments

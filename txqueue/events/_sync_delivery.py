@@ -1,0 +1,123 @@
+# Generated from txqueue/events/_async_delivery.py by tools/async_to_sync.py; do not edit.
+"""The HTTP deliverer of the sync face (``txqueue.events.delivery`` describes both).
+
+Generated from ``txqueue/events/_async_delivery.py`` by ``tools/async_to_sync.py``; do not edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import httpx
+
+from txqueue.events._sync_compat import within
+from txqueue.events.attempts import (
+    DRAIN,
+    EXCERPT,
+    FAILURES,
+    Attempt,
+    client_options,
+    from_error,
+    from_response,
+    timeout_seconds,
+)
+from txqueue.events.destinations import Resolver
+from txqueue.events.guarded import DEFAULT_LIMITS, GuardedTransport
+from txqueue.events.outcomes import AttemptKind, classify_status
+
+__all__ = ["HttpDeliverer"]
+
+
+class HttpDeliverer:
+    """A deliverer around reused httpx clients (sync face); close it when done.
+
+    ``allow_private`` is the default of `deliver`'s; ``resolver`` replaces
+    ``socket.getaddrinfo`` for the destination guard's lookups; ``limits`` sizes each
+    client's connection pool (httpx's defaults: 100 connections, 20 kept alive).
+    """
+
+    def __init__(
+        self,
+        timeout: float | timedelta = 30.0,
+        *,
+        trust_env: bool = False,
+        allow_private: bool = False,
+        resolver: Resolver | None = None,
+        limits: httpx.Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self.timeout = timeout_seconds(timeout)
+        self.allow_private = allow_private
+        self._clients = {  # one pool each, so a connection opened unchecked is never reused
+            private: httpx.Client(
+                **client_options(
+                    self.timeout,
+                    trust_env,
+                    GuardedTransport(
+                        allow_private=private,
+                        resolver=resolver,
+                        trust_env=trust_env,
+                        limits=limits,
+                    ),
+                )
+            )
+            for private in (False, True)
+        }
+
+    def deliver(
+        self, url: str, headers: dict[str, str], body: bytes, allow_private: bool | None = None
+    ) -> Attempt:
+        """POST ``body`` with ``headers`` to ``url`` and report how it went; private
+        destinations are refused unless ``allow_private`` (default: the deliverer's)."""
+        started = time.monotonic()
+        deadline = started + self.timeout
+        client = self._clients[self.allow_private if allow_private is None else allow_private]
+        try:
+            request = client.build_request("POST", url, headers=headers, content=body)
+            response = within(client.send(request, stream=True), self.timeout)
+        except FAILURES as error:
+            return from_error(error, started, self.timeout)
+        excerpt = b""
+        try:
+            success = classify_status(response.status_code) is AttemptKind.SUCCESS
+            excerpt = within(
+                _read_excerpt(response, not success, deadline),
+                max(deadline - time.monotonic(), 0.0),
+            )
+        except (TimeoutError, asyncio.TimeoutError):
+            pass  # the status is known; a slow body does not change the outcome
+        finally:
+            response.close()
+        return from_response(response, excerpt, started)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        for client in self._clients.values():
+            client.close()
+
+    def __enter__(self) -> HttpDeliverer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _read_excerpt(response: httpx.Response, collect: bool, deadline: float) -> bytes:
+    """Drain the body so the connection can be reused, keeping its start if ``collect``.
+
+    Stops after ``DRAIN`` bytes or at ``deadline`` (the status is known: an endless body must
+    not hold the deliverer), and at a broken body, which does not change the outcome either.
+    """
+    excerpt = b""
+    read = 0
+    try:
+        for chunk in response.iter_raw():
+            if collect and len(excerpt) <= EXCERPT:
+                excerpt += chunk
+            read += len(chunk)
+            if read > DRAIN or time.monotonic() > deadline:
+                break
+    except httpx.TransportError:
+        pass
+    return excerpt

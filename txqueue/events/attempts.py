@@ -1,0 +1,130 @@
+"""One HTTP delivery attempt and how it is reported (`Attempt`), shared by both deliverers.
+
+The deliverers (`txqueue.events.delivery`) send; this module turns what came back — a
+response and the start of its body, or an error — into an `Attempt`, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from txqueue.core.text import printable
+from txqueue.errors import InvalidArgument
+from txqueue.events.destinations import DestinationRefused
+from txqueue.events.outcomes import AttemptKind, classify_status, parse_retry_after
+
+__all__ = [
+    "DRAIN",
+    "EXCERPT",
+    "FAILURES",
+    "Attempt",
+    "client_options",
+    "from_error",
+    "from_response",
+    "timeout_seconds",
+]
+
+# httpcore tries ``import sniffio`` on every async request; when sniffio is not installed
+# (anyio 4 no longer needs it) each failed import searches sys.path again, which costs more
+# than the request itself. Recording the absence once makes that import fail at once.
+if importlib.util.find_spec("sniffio") is None:
+    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
+
+_USER_AGENT = "txqueue-events/0.1"
+EXCERPT = 1024  # bytes of a failing response's body kept in Attempt.error
+DRAIN = 64 * 1024  # bytes read to free a connection for reuse; past that it is dropped
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The result of one delivery attempt, as logged for the pipeline."""
+
+    status: int | None
+    outcome: AttemptKind
+    error: str | None
+    latency: timedelta
+    retry_after: timedelta | None
+
+
+def timeout_seconds(timeout: float | timedelta) -> float:
+    value = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidArgument(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(value)
+
+
+def client_options(
+    timeout: float, trust_env: bool, transport: httpx.BaseTransport | httpx.AsyncBaseTransport
+) -> dict[str, Any]:
+    return {
+        "transport": transport,
+        "timeout": httpx.Timeout(timeout),
+        "follow_redirects": False,
+        "trust_env": trust_env,
+        "headers": {"user-agent": _USER_AGENT},
+    }
+
+
+def _elapsed(started: float) -> timedelta:
+    return timedelta(seconds=time.monotonic() - started)
+
+
+def from_response(response: httpx.Response, excerpt: bytes, started: float) -> Attempt:
+    outcome = classify_status(response.status_code)
+    error = None
+    if outcome is not AttemptKind.SUCCESS:
+        try:
+            phrase = HTTPStatus(response.status_code).phrase
+        except ValueError:
+            phrase = ""
+        error = f"HTTP {response.status_code} {phrase}".rstrip()
+        if outcome is AttemptKind.PERMANENT and 300 <= response.status_code < 400:
+            location = _quote(response.headers.get("location", "?").encode("utf-8", "replace"))
+            error += f" (redirect to {location} not followed)"
+        text = _quote(excerpt)
+        if text:
+            error += f": {text}"
+    retry_after = parse_retry_after(response.headers.get("retry-after"), datetime.now(timezone.utc))
+    return Attempt(response.status_code, outcome, error, _elapsed(started), retry_after)
+
+
+def _quote(data: bytes) -> str:
+    """At most `EXCERPT` bytes of ``data`` as one printable line, marked when cut."""
+    text = printable(data[:EXCERPT].decode("utf-8", "replace")).strip()
+    if len(data) > EXCERPT:
+        text += f" [cut at {EXCERPT} bytes]"
+    return text
+
+
+def from_error(error: BaseException, started: float, timeout: float) -> Attempt:
+    if isinstance(error, DestinationRefused):
+        return Attempt(None, AttemptKind.PERMANENT, str(error), _elapsed(started), None)
+    if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError, TimeoutError)):
+        text = f"timeout after {timeout:g} s: {type(error).__name__} {error}".rstrip()
+        outcome = AttemptKind.TRANSIENT
+    elif isinstance(error, (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)):
+        text = f"request cannot be sent: {type(error).__name__}: {error}"
+        outcome = AttemptKind.PERMANENT
+    else:
+        text = f"connection error: {type(error).__name__}: {error}".rstrip(": ")
+        outcome = AttemptKind.TRANSIENT
+    return Attempt(None, outcome, printable(text), _elapsed(started), None)
+
+
+# Errors that end an attempt without a response; anything else is a bug and propagates.
+FAILURES = (
+    httpx.TransportError,
+    httpx.InvalidURL,
+    TimeoutError,
+    asyncio.TimeoutError,
+    DestinationRefused,
+)
