@@ -6,7 +6,7 @@ The sync twin ``txqueue/worker/_sync_apply.py`` is generated from this file by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,7 +23,7 @@ from txqueue.worker.operations import (
     refuse_lost_lease,
 )
 
-__all__ = ["apply", "checkpoint", "flush"]
+__all__ = ["apply", "checkpoint", "flush", "run_handler"]
 
 
 async def apply(
@@ -60,6 +60,21 @@ async def flush(transaction: AsyncTransaction) -> None:
         await transaction.flush()
     except (FailedPrecondition, NotFound) as error:
         raise LeaseLostError(str(error)) from error
+
+
+async def run_handler(
+    transaction: AsyncTransaction,
+    function: Callable[..., Any],
+    message: Message,
+    before: Sequence[Operation],
+    after: Sequence[Operation],
+) -> None:
+    """A transactional handler's transaction: ``before`` (its opening ack fenced and applied
+    at once), then ``function(message, transaction)``, then ``after``."""
+    await apply(transaction, before, first=True)
+    await flush(transaction)
+    await function(message, transaction)
+    await apply(transaction, after, first=False)
 
 
 async def checkpoint(

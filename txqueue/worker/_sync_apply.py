@@ -6,7 +6,7 @@ Generated from ``txqueue/worker/_async_apply.py`` by ``tools/async_to_sync.py``;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,7 +23,7 @@ from txqueue.worker.operations import (
     refuse_lost_lease,
 )
 
-__all__ = ["apply", "checkpoint", "flush"]
+__all__ = ["apply", "checkpoint", "flush", "run_handler"]
 
 
 def apply(transaction: Transaction, operations: Sequence[Operation], first: bool) -> None:
@@ -58,6 +58,21 @@ def flush(transaction: Transaction) -> None:
         transaction.flush()
     except (FailedPrecondition, NotFound) as error:
         raise LeaseLostError(str(error)) from error
+
+
+def run_handler(
+    transaction: Transaction,
+    function: Callable[..., Any],
+    message: Message,
+    before: Sequence[Operation],
+    after: Sequence[Operation],
+) -> None:
+    """A transactional handler's transaction: ``before`` (its opening ack fenced and applied
+    at once), then ``function(message, transaction)``, then ``after``."""
+    apply(transaction, before, first=True)
+    flush(transaction)
+    function(message, transaction)
+    apply(transaction, after, first=False)
 
 
 def checkpoint(

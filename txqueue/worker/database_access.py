@@ -118,10 +118,7 @@ class AsyncDatabaseAccess:
 
             async def once_async(plan: Sequence[Operation]) -> None:
                 async def run(transaction: AsyncTransaction) -> None:
-                    await _async_apply.apply(transaction, before, first=True)
-                    await _async_apply.flush(transaction)
-                    await function(message, transaction)
-                    await _async_apply.apply(transaction, plan, first=False)
+                    await _async_apply.run_handler(transaction, function, message, before, plan)
 
                 await self.database.run_in_transaction(run)
 
@@ -131,10 +128,7 @@ class AsyncDatabaseAccess:
 
         async def once_sync(plan: Sequence[Operation]) -> None:
             def run(transaction: Transaction) -> None:
-                _sync_apply.apply(transaction, before, first=True)
-                _sync_apply.flush(transaction)
-                function(message, transaction)
-                _sync_apply.apply(transaction, plan, first=False)
+                _sync_apply.run_handler(transaction, function, message, before, plan)
 
             await self._pool.run(database.run_in_transaction, run)
 
@@ -212,10 +206,7 @@ class SyncDatabaseAccess:
 
         async def once(plan: Sequence[Operation]) -> None:
             def run(transaction: Transaction) -> None:
-                _sync_apply.apply(transaction, before, first=True)
-                _sync_apply.flush(transaction)
-                function(message, transaction)
-                _sync_apply.apply(transaction, plan, first=False)
+                _sync_apply.run_handler(transaction, function, message, before, plan)
 
             self.database.run_in_transaction(run)
 
