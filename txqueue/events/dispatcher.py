@@ -73,6 +73,10 @@ _RECORD_BACKLOG = 64
 #: thread that finishes a request takes the next one at once instead of waiting for the
 #: event loop to hand it over (requests in flight stay bounded by the threads).
 _AHEAD = 2
+#: Deliveries leased in one receive when that many are ready: a deep backlog is leased in
+#: few transactions (one dispatcher's CPU per delivery fell by a fifth from 16 a receive;
+#: 128 was slower again). Fewer ready are leased as they are, so nothing waits for a batch.
+_LEASE_BATCH = 64
 #: A bus-to-bus forward chain longer than this is a loop, failed permanently.
 MAX_HOPS = 8
 _ZERO = timedelta(0)
@@ -191,7 +195,7 @@ class AsyncDispatcher:
         stream = self.database.receive(
             DELIVERIES,
             max_duration=RECEIVE_WINDOW,
-            max_batch_size=self.concurrency * _AHEAD,
+            max_batch_size=min(_LEASE_BATCH, self._unfinished_bound),
             lease_duration=self.lease,
         )
         try:
