@@ -38,6 +38,7 @@ FILES = {
     "txqueue/drivers/postgres/_async_browse.py": "txqueue/drivers/postgres/_sync_browse.py",
     "txqueue/worker/_async_apply.py": "txqueue/worker/_sync_apply.py",
     "txqueue/events/_async_delivery.py": "txqueue/events/_sync_delivery.py",
+    "txqueue/sql/_async_streaming.py": "txqueue/sql/_sync_streaming.py",
 }
 NAMES = {
     "_async": "_sync",
@@ -98,7 +99,7 @@ def generate(source: Path) -> str:
         out.write_text(HEADER.format(source=name) + text)
         ruff = [sys.executable, "-m", "ruff", "--config", str(ROOT / "pyproject.toml")]
         subprocess.run(
-            [*ruff, "check", "--quiet", "--fix", "--select", "I,F401", str(out)],
+            [*ruff, "check", "--quiet", "--fix", "--select", "I,F401,RUF022", str(out)],
             check=False,
             cwd=ROOT,
         )

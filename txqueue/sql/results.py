@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from types import TracebackType
 from typing import Any
 
 from txqueue.core.schema import Column
 from txqueue.errors import InvalidArgument
 from txqueue.models import Message, ResultSet
+from txqueue.sql._async_streaming import AsyncRowStream, Row
+from txqueue.sql._sync_streaming import RowStream
 from txqueue.sql.compiler import Output
 
 __all__ = ["AsyncStreamingResultSet", "QueryPlan", "StreamingResultSet"]
-
-Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class StreamingResultSet(ResultSet):
+class StreamingResultSet(RowStream, ResultSet):
     """Rows of a RECEIVE_ query, arriving while you iterate (one pass).
 
     ``rows`` holds the rows received so far; ``len()`` and ``one()`` wait for the whole
@@ -81,14 +80,6 @@ class StreamingResultSet(ResultSet):
         self._row = row
         self._messages = messages
 
-    def __iter__(self) -> Iterator[Row]:
-        return self
-
-    def __next__(self) -> Row:
-        row = self._row(next(self._messages))
-        self.rows.append(row)
-        return row
-
     def __len__(self) -> int:
         for _ in self:
             pass
@@ -98,24 +89,8 @@ class StreamingResultSet(ResultSet):
         len(self)
         return super().one()
 
-    def close(self) -> None:
-        close = getattr(self._messages, "close", None)
-        if close is not None:
-            close()
 
-    def __enter__(self) -> StreamingResultSet:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncStreamingResultSet:
+class AsyncStreamingResultSet(AsyncRowStream):
     """Rows of a RECEIVE_ query on the asyncio face: ``async for row in result``."""
 
     __slots__ = ("_messages", "_row", "fields", "rows")
@@ -131,29 +106,5 @@ class AsyncStreamingResultSet:
         self._row = row
         self._messages = messages
 
-    def __aiter__(self) -> AsyncIterator[Row]:
-        return self
-
-    async def __anext__(self) -> Row:
-        row = self._row(await self._messages.__anext__())
-        self.rows.append(row)
-        return row
-
     def __iter__(self) -> Iterator[Row]:
         raise InvalidArgument("a RECEIVE_ result arrives over time: iterate it with 'async for'")
-
-    async def aclose(self) -> None:
-        close = getattr(self._messages, "aclose", None)
-        if close is not None:
-            await close()
-
-    async def __aenter__(self) -> AsyncStreamingResultSet:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
