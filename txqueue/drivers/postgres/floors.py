@@ -3,8 +3,8 @@
 An acked message leaves its entries in the queue's ready index until VACUUM, and they sort
 ahead of every message still waiting: a receive that walks the index from its start passes
 all of them (killed entries are not read from the heap, but their index pages are). Behind
-a million acks, that walk cost each receive ~13 ms here, against ~0.2 ms for the same batch
-from a fresh table.
+a million acks that walk costs a receive dozens of times what the same batch costs from a
+fresh table (figures in docs/performance-history.md).
 
 A receive that leased a full batch knows where the waiting messages begin: every message it
 did not take was ready no earlier than the batch's own, and a message is never ready before

@@ -13,9 +13,9 @@ fails (connection dropped, server restarting) is not retried: receivers look aga
 their own within the driver's fallback poll, as they do for a NOTIFY that never came.
 
 A round is one simple-protocol query of ``pg_notify`` calls on literals, run by libpq itself
-(``PGconn.exec_``, without the GIL). Run through a cursor, a round cost the thread ~220 µs
-of CPU while lone sends committed beside it (one round per ~5 sends: a quarter of a lone
-send's client CPU); now ~130 µs (docs/performance.md).
+(``PGconn.exec_``, without the GIL): it costs the thread far less CPU than a cursor would,
+CPU that lone sends committing beside it would otherwise lose (figures in
+docs/performance-history.md).
 """
 
 from __future__ import annotations
