@@ -75,6 +75,13 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/together":
             self.server.together.wait(10)
             self.reply(200, b"")
+        elif self.path == "/broken":  # promises 100 bytes, sends 12 and hangs up
+            self.send_response(500)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"partial body")
+            self.wfile.flush()
+            self.close_connection = True
         elif self.path == "/slow":
             self.server.release.wait(10)
             self.reply(200, b"too late")
@@ -210,6 +217,14 @@ def test_sync_302_is_not_followed(deliverer: HttpDeliverer, receiver: Receiver) 
     expect_redirect(deliverer.deliver(f"{receiver.base}/redirect", {}, b"{}"), receiver)
 
 
+def test_sync_broken_body_is_quoted_as_far_as_it_came(
+    deliverer: HttpDeliverer, receiver: Receiver
+) -> None:
+    attempt = deliverer.deliver(receiver.base + "/broken", {}, b"{}")
+    assert attempt.status == 500
+    assert attempt.error == "HTTP 500 Internal Server Error: partial body"
+
+
 def test_sync_timeout(receiver: Receiver) -> None:
     with HttpDeliverer(timeout=SHORT, allow_private=True) as deliverer:
         expect_timeout(deliverer.deliver(f"{receiver.base}/slow", {}, b"{}"))
@@ -328,6 +343,21 @@ async def test_async_302_is_not_followed(
 ) -> None:
     attempt = await async_deliverer.deliver(f"{receiver.base}/redirect", {}, b"{}")
     expect_redirect(attempt, receiver)
+
+
+async def test_async_broken_body_is_quoted_as_far_as_it_came(
+    async_deliverer: AsyncHttpDeliverer, receiver: Receiver
+) -> None:
+    attempt = await async_deliverer.deliver(receiver.base + "/broken", {}, b"{}")
+    assert attempt.status == 500
+    assert attempt.error == "HTTP 500 Internal Server Error: partial body"
+
+
+async def test_async_deliverer_takes_limits(receiver: Receiver) -> None:
+    limits = httpx.Limits(max_connections=3, max_keepalive_connections=2)
+    async with AsyncHttpDeliverer(timeout=5, allow_private=True, limits=limits) as deliverer:
+        attempt = await deliverer.deliver(receiver.base + "/ok", {}, b"{}")
+        assert attempt.status == 200
 
 
 async def test_async_timeout(receiver: Receiver) -> None:
