@@ -16,8 +16,11 @@ from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
 from txqueue.core.leases import (
+    LOCATOR_START,
     STORED_TOKEN_LENGTH,
     TOKEN_EXPIRATION_DIGITS,
+    handed_out_token,
+    split_token,
     token_expiration_micros,
 )
 from txqueue.core.schema import Column, ColumnType, Table
@@ -139,7 +142,7 @@ def decode(column: Column, value: Any) -> Any:
 
 def stored_token(token: str | None) -> str | None:
     """The part of a handed-out token that the row stores (without its ".location")."""
-    return token if token is None else token.partition(".")[0]
+    return token if token is None else split_token(token)[0]
 
 
 def token_location(token: str) -> str | None:
@@ -152,7 +155,7 @@ def checked_token_parts(token: str) -> tuple[str, str | None]:
 
     A locator wider than a ctid's 48 bits was never handed out: it points nowhere, (0,0).
     """
-    stored, _, locator = token.partition(".")
+    stored, locator = split_token(token)
     if not locator:
         return stored, None
     number = int(locator, 16)
@@ -202,7 +205,7 @@ def tid_array(tokens: list[str]) -> TidArray:
     locator's text form as much again. A token without a usable locator points nowhere."""
     locations = []
     for token in tokens:
-        locator = token[STORED_TOKEN_LENGTH + 1 :]
+        locator = token[LOCATOR_START:]
         locations.append(
             bytes.fromhex(locator.rjust(12, "0")) if 0 < len(locator) <= 12 else _NOWHERE
         )
@@ -268,7 +271,7 @@ def messages_from_rows(table: Table, rows: list[tuple[Any, ...]]) -> list[Messag
                 decode(payload, row[width]),
                 deliver_time if deliver_time.tzinfo is UTC else deliver_time.astimezone(UTC),
                 expiration,
-                f"{stored}.{int.from_bytes(row[width + 4], 'big'):x}",
+                handed_out_token(stored, int.from_bytes(row[width + 4], "big")),
                 row[width + 3],
             )
         )

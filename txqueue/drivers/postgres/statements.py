@@ -12,7 +12,13 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from txqueue.core.leases import MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
+from txqueue.core.leases import (
+    LOCATOR_SEPARATOR,
+    MAX_BACKOFF_EXPONENT,
+    MAX_BACKOFF_SECONDS,
+    TOKEN_EXPIRATION_DIGITS,
+    TOKEN_RANDOM_DIGITS,
+)
 from txqueue.core.schema import Column, ColumnType, Index, Table
 
 __all__ = [
@@ -232,10 +238,12 @@ def _array_type(column: Column) -> str:
 
 
 def _token(expiration: str) -> str:
-    """SQL for a lease token carrying ``expiration`` (see txqueue.core.leases)."""
+    """SQL for the stored part of a lease token carrying ``expiration``: what
+    ``core.leases.new_stored_token`` builds, computed by the server from its clock."""
+    micros = f"(extract(epoch FROM {expiration}) * 1000000)::bigint"
     return (
-        f"lpad(to_hex((extract(epoch FROM {expiration}) * 1000000)::bigint), 14, '0')"
-        " || substr(md5(random()::text), 1, 16)"
+        f"lpad(to_hex({micros}), {TOKEN_EXPIRATION_DIGITS}, '0')"
+        f" || substr(md5(random()::text), 1, {TOKEN_RANDOM_DIGITS})"
     )
 
 
@@ -250,7 +258,7 @@ def _handed_out(alias: str) -> str:
     """
     location = f"{alias}.ctid::text::point"
     return (
-        f"{alias}._txq_lease_token || '.' ||"
+        f"{alias}._txq_lease_token || '{LOCATOR_SEPARATOR}' ||"
         f" to_hex(({location})[0]::bigint * 65536 + ({location})[1]::bigint)"
     )
 
@@ -266,15 +274,16 @@ def _refusing(statement: str) -> str:
 
 
 def _backoff(count: str) -> str:
-    """SQL for the redelivery backoff after ``count`` leases (txqueue.core.leases)."""
-    exponent = f"least(greatest({count}, 0), {MAX_BACKOFF_EXPONENT})"
+    """SQL for ``core.leases.redelivery_backoff(count)``: the delay once the ``count``-th
+    lease expires."""
+    exponent = f"least(greatest({count} - 1, 0), {MAX_BACKOFF_EXPONENT})"
     return f"interval '1 second' * least(1 << {exponent}, {MAX_BACKOFF_SECONDS})"
 
 
 def lease_gate(expiration: str, count: str) -> str:
     """SQL for when a leased message is receivable again: its lease's expiration plus the
     redelivery backoff after ``count`` leases (the one it is under included)."""
-    return f"({expiration} + {_backoff(f'{count} - 1')})"
+    return f"({expiration} + {_backoff(count)})"
 
 
 @dataclass(frozen=True)
@@ -400,8 +409,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     def receive(where: str) -> str:
         return (
             f"WITH lease AS (SELECT {statement_now} + %(lease)s AS expiration),"
-            " token AS (SELECT lpad(to_hex((extract(epoch FROM expiration) * 1000000)::bigint),"
-            " 14, '0') || substr(md5(random()::text), 1, 16) AS stored FROM lease),"
+            f" token AS (SELECT {_token('expiration')} AS stored FROM lease),"
             f" ready AS (SELECT ctid AS location FROM {name} WHERE {where}{pick})"
             f" UPDATE {name} AS q SET _txq_lease_token = token.stored,"
             " _txq_lease_expiration = lease.expiration,"

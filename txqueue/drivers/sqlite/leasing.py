@@ -8,7 +8,6 @@ the disk (see ``_lease_transaction``).
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,8 @@ from typing import Any
 
 from txqueue.core.durations import from_micros
 from txqueue.core.leases import (
-    TOKEN_EXPIRATION_DIGITS,
+    handed_out_token,
+    new_stored_token,
     token_expiration_micros,
     token_locator,
 )
@@ -69,7 +69,7 @@ def receive(connection: sqlite3.Connection, params: ReceiveParams, deliver: str)
     arguments = {
         "now": now,
         "expiration": expiration,
-        "token": f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}",
+        "token": new_stored_token(expiration),
         "limit": params.max_batch_size,
     }
     with map_errors(), _lease_transaction(connection):
@@ -92,7 +92,7 @@ def renew(connection: sqlite3.Connection, params: RenewParams, deliver: str) -> 
             if rowid is None:
                 renewals.append(LeaseRenewal(token, None, None))  # not a SQLite lease
                 continue
-            new_token = f"{expiration:0{TOKEN_EXPIRATION_DIGITS}x}{secrets.token_hex(8)}.{rowid:x}"
+            new_token = handed_out_token(new_stored_token(expiration), rowid)
             row = connection.execute(
                 statements.renew,
                 {

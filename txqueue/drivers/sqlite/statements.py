@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from txqueue.core.leases import MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
+from txqueue.core.leases import LOCATOR_SEPARATOR, MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
 from txqueue.core.schema import Column, ColumnType, Index, Table
 
 __all__ = ["NOW_MICROS", "QueueStatements", "create_index", "create_table", "quote"]
@@ -119,6 +119,13 @@ class QueueStatements:
     trace: str
 
 
+def backoff_micros(count: str) -> str:
+    """SQL for ``core.leases.redelivery_backoff(count)`` in µs: the delay once the lease
+    being taken or renewed (the ``count``-th) expires."""
+    exponent = f"min(max({count} - 1, 0), {MAX_BACKOFF_EXPONENT})"
+    return f"(min(1 << {exponent}, {MAX_BACKOFF_SECONDS}) * 1000000)"
+
+
 @lru_cache(maxsize=512)
 def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     """Build (once) the SQL for the queue operations of ``table``."""
@@ -128,16 +135,15 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     payload = quote(table.payload_column.name)
     deliver = quote(deliver_time)
     ready = f"coalesce(_txq_ready_at, {deliver})"
-    backoff = f"(min(1 << min(_txq_delivery_count, {MAX_BACKOFF_EXPONENT}), {MAX_BACKOFF_SECONDS}) * 1000000)"
     returning = ", ".join([*keys, payload, deliver])
     return QueueStatements(
         # :expiration and :now are µs; :token is the expiration and random part of the token
         # (core.leases), drawn once per statement; the rowid makes each row's token its own.
         receive=(
             f"UPDATE {name} SET"
-            " _txq_lease_token = :token || printf('.%x', rowid),"
+            f" _txq_lease_token = :token || printf('{LOCATOR_SEPARATOR}%x', rowid),"
             " _txq_lease_expiration = :expiration,"
-            f" _txq_ready_at = :expiration + {backoff},"
+            f" _txq_ready_at = :expiration + {backoff_micros('_txq_delivery_count + 1')},"
             " _txq_delivery_count = _txq_delivery_count + 1"
             f" WHERE rowid IN (SELECT rowid FROM {name} WHERE {ready} <= :now"
             f" ORDER BY {ready} LIMIT :limit)"
@@ -148,9 +154,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         renew=(
             f"UPDATE {name} SET _txq_lease_token = :new_token,"
             " _txq_lease_expiration = :expiration,"
-            f" _txq_ready_at = :expiration"
-            f" + (min(1 << min(_txq_delivery_count - 1, {MAX_BACKOFF_EXPONENT}),"
-            f" {MAX_BACKOFF_SECONDS}) * 1000000)"
+            f" _txq_ready_at = :expiration + {backoff_micros('_txq_delivery_count')}"
             " WHERE rowid = :rowid AND _txq_lease_token = :old_token"
             " AND _txq_lease_expiration > :now"
             " RETURNING _txq_lease_expiration"
