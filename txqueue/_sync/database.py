@@ -244,8 +244,7 @@ class Database:
         busy and only wants the next batch. An empty list means nothing is ready (or, on
         SQLite, that another writer holds the lock just now).
         """
-        lease = to_duration(lease_duration, "lease_duration")
-        check_count(max_batch_size, "max_batch_size")
+        lease = _receive_arguments(max_batch_size, lease_duration)
         table = self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
         started = telemetry.receive_started()
@@ -276,8 +275,7 @@ class Database:
         checked here, before the stream starts.
         """
         duration = to_duration(max_duration, "max_duration")
-        lease = to_duration(lease_duration, "lease_duration")
-        check_count(max_batch_size, "max_batch_size")
+        lease = _receive_arguments(max_batch_size, lease_duration)
         if priority is not None:
             raise InvalidArgument("priority must be NULL: its meaning is undefined upstream")
         if not isinstance(queue, str):
@@ -453,6 +451,14 @@ class Database:
         if not found:
             raise message_missing(table, params.key_prefix)
         return found[0]
+
+
+def _receive_arguments(max_batch_size: int, lease_duration: timedelta | str) -> timedelta:
+    """Check a receive's batch size and lease (one rule for ``receive`` and ``receive_now``);
+    returns the lease."""
+    lease = to_duration(lease_duration, "lease_duration")
+    check_count(max_batch_size, "max_batch_size")
+    return lease
 
 
 def _mark_last(batch: list[Message]) -> list[Message]:

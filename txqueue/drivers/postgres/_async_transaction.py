@@ -37,9 +37,10 @@ from txqueue.drivers.base import (
     lease_lost,
     message_missing,
 )
+from txqueue.drivers.buffered import FLUSH_AT, runs
 from txqueue.drivers.postgres import writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
-from txqueue.drivers.postgres.runs import commit_statement, encoded_key, run_statement, runs
+from txqueue.drivers.postgres.runs import commit_statement, encoded_key, run_statement
 from txqueue.drivers.postgres.statements import (
     CHANNEL,
     COMMIT_MARKER,
@@ -64,8 +65,6 @@ __all__ = ["AsyncPostgresTransaction"]
 _REFUSED = "TQ001"
 #: A run of sends met a taken key (or a unique index of the application's).
 _UNIQUE_VIOLATION = "23505"
-#: Buffered operations flush once this many are pending.
-_FLUSH_AT = 1000
 
 
 class AsyncPostgresTransaction:
@@ -201,7 +200,7 @@ class AsyncPostgresTransaction:
     async def send(self, params: SendParams) -> None:
         self._pending.append(params)
         self._sent.add(params.queue.name)
-        if len(self._pending) >= _FLUSH_AT:
+        if len(self._pending) >= FLUSH_AT:
             await self._flush()
 
     async def store_trace_context(self, params: SendParams, context: str) -> None:
@@ -210,7 +209,7 @@ class AsyncPostgresTransaction:
 
     async def ack(self, params: AckParams) -> None:
         self._pending.append(params)
-        if len(self._pending) >= _FLUSH_AT:
+        if len(self._pending) >= FLUSH_AT:
             await self._flush()
 
     async def _flush(self) -> None:

@@ -3,7 +3,6 @@ arguments: pure functions, shared by both faces of the transaction."""
 
 from __future__ import annotations
 
-from itertools import groupby
 from typing import Any
 
 from txqueue.core.schema import ColumnType, Table
@@ -16,17 +15,12 @@ from txqueue.drivers.postgres.codec import (
 )
 from txqueue.drivers.postgres.statements import queue_statements
 
-__all__ = ["commit_statement", "encoded_key", "run_statement", "runs"]
+__all__ = ["commit_statement", "encoded_key", "run_statement"]
 
 
 def encoded_key(table: Table, key: tuple[Any, ...]) -> list[Any]:
     """A checked key as psycopg sends it: as it is (key columns are never JSON; DDL refuses)."""
     return list(key)
-
-
-def runs(pending: list[SendParams | AckParams]) -> list[list[Any]]:
-    """Consecutive sends (or acks) to one queue: each run travels as one statement."""
-    return [list(group) for _, group in groupby(pending, key=run_key)]
 
 
 def run_statement(items: list[Any], deliver: str, refusing: bool) -> tuple[str, list[Any]]:
@@ -75,10 +69,6 @@ def one_statement(item: SendParams | AckParams, statements: Any) -> tuple[str, l
         return statements.ack_one_refusing, key
     stored, location = checked_token_parts(item.lease_token)
     return statements.ack_one_leased_refusing, [*key, stored, location, item.now]
-
-
-def run_key(item: SendParams | AckParams) -> tuple[type, str]:
-    return type(item), item.queue.name
 
 
 def send_arrays(items: list[Any]) -> list[Any]:

@@ -35,6 +35,7 @@ from txqueue.drivers.base import (
     WriteParams,
     begin_sqlalchemy,
 )
+from txqueue.drivers.buffered import FLUSH_AT
 from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.pool import SqlitePool
@@ -48,8 +49,6 @@ T = TypeVar("T")
 
 #: How often a waiting receiver checks for commits made outside txqueue (no wake-up datagram).
 FALLBACK_POLL = 0.25
-#: Buffered sends and acks are applied once this many are pending.
-FLUSH_AT = 1000
 #: Busy timeout of a receiver's connection, in milliseconds.
 RECEIVE_BUSY_MS = 100
 

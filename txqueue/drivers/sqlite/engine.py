@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from itertools import groupby
 from typing import Any
 
 from txqueue.core.durations import from_micros, to_micros
@@ -31,6 +30,7 @@ from txqueue.drivers.base import (
     lease_lost,
     message_missing,
 )
+from txqueue.drivers.buffered import runs
 from txqueue.drivers.sqlite.statements import queue_statements, quote
 from txqueue.errors import (
     Aborted,
@@ -342,15 +342,15 @@ def flush(
     sends here), which is why the first flush of a transaction — all of it, for a batch of
     sends or a worker's acks — goes without.
     """
-    runs = [list(group) for _, group in groupby(pending, key=lambda p: (type(p), p.queue.name))]
+    grouped = runs(pending)
     with map_errors():
         if undo is not None:
-            if all(_apply_run(connection, items, deliver) for items in runs):
+            if all(_apply_run(connection, items, deliver) for items in grouped):
                 return
             undo(connection)
             apply_one_by_one(connection, pending, deliver)
             return
-        for items in runs:
+        for items in grouped:
             connection.execute("SAVEPOINT txqueue_many")
             if _apply_run(connection, items, deliver):
                 connection.execute("RELEASE txqueue_many")
