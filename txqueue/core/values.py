@@ -19,6 +19,7 @@ from txqueue.errors import InvalidArgument
 __all__ = [
     "MAX_CELL_BYTES",
     "MAX_JSON_NESTING",
+    "JsonText",
     "check_count",
     "check_key",
     "check_payload",
@@ -100,6 +101,13 @@ def check_value(column: Column, value: Any, field: str) -> Any:
         check_cell_size(_cell_size(json_text(value, f"{named}")), named)
         return value
     raise InvalidArgument(f"{named} has unsupported type {kind}")
+
+
+class JsonText(str):
+    """A JSON value already serialised by its check: drivers store this text as it is
+    instead of serialising the value a second time."""
+
+    __slots__ = ()
 
 
 def json_text(value: object, field: str) -> str:
@@ -206,6 +214,11 @@ def check_payload(table: Table, payload: object) -> Any:
         return payload  # the common case: bytes or str of the column's type, nothing to do
     if payload is None:
         raise InvalidArgument(f"payload of {table.name} must not be None")
+    if column.type is ColumnType.JSON and not column.array:
+        named = f"payload ({column.name})" if column.name else "payload"  # as check_value's
+        text = json_text(payload, named)  # checking it serialises it: the text is kept
+        check_cell_size(_cell_size(text), named)
+        return JsonText(text)
     return check_value(column, payload, "payload")
 
 

@@ -24,6 +24,7 @@ from txqueue.core.leases import (
     token_expiration_micros,
 )
 from txqueue.core.schema import Column, ColumnType, Table
+from txqueue.core.values import JsonText
 from txqueue.errors import (
     Aborted,
     AlreadyExists,
@@ -127,8 +128,13 @@ def map_errors() -> Iterator[None]:
 def encode(column: Column, value: Any) -> Any:
     """A checked Python value as psycopg should send it."""
     if value is not None and column.type is ColumnType.JSON and not column.array:
-        return Jsonb(value)
+        return Jsonb(value, _as_is) if isinstance(value, JsonText) else Jsonb(value)
     return value
+
+
+def _as_is(text: str) -> str:
+    """The ``dumps`` of JSON already serialised (``core.values.JsonText``)."""
+    return text
 
 
 def decode(column: Column, value: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 
 from txqueue.core.durations import from_micros, to_micros
 from txqueue.core.schema import Column, ColumnType, Table
+from txqueue.core.values import JsonText
 from txqueue.drivers.base import (
     AckParams,
     DeleteParams,
@@ -185,7 +186,7 @@ def encode(column: Column, value: Any) -> Any:
     if kind is ColumnType.NUMERIC:
         return str(value)
     if kind is ColumnType.JSON:
-        return json.dumps(value)
+        return value if isinstance(value, JsonText) else json.dumps(value)
     return value
 
 
