@@ -34,7 +34,7 @@ import httpx
 
 import txqueue
 from txqueue.bench.endpoint import Arrivals, Endpoint
-from txqueue.core.url import parse_url
+from txqueue.drivers.engines import SQLITE, parse_url, traits_for
 
 __all__ = ["CONCURRENCY", "latency", "plan", "run", "throughput"]
 
@@ -177,7 +177,7 @@ class _Raw:
 
 def _connect(url: str) -> Any:
     parsed = parse_url(url)
-    if parsed.engine == "sqlite":
+    if traits_for(url) is SQLITE:  # the raw baseline's own connection, per engine
         path = parsed.target + ".raw"
         connection = sqlite3.connect(
             path, timeout=30, isolation_level=None, check_same_thread=False

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 import txqueue
-from txqueue.core.url import parse_url
+from txqueue.drivers.engines import POSTGRES, SQLITE, parse_url, traits_for
 
 QUEUE = "TxqueueBench"
 DDL = "CREATE QUEUE TxqueueBench (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
@@ -89,7 +89,7 @@ class TxqueueSystem(System):
         if QUEUE.lower() not in {t.name.lower() for t in self.db.queues()}:
             self.db.update_ddl([DDL])
         parsed = parse_url(self.url)
-        if parsed.engine != "postgres":
+        if traits_for(self.url) is not POSTGRES:  # the raw baseline's own way, per engine
             self.db.run_in_transaction(lambda t: t.delete(QUEUE, None))
             return
         import psycopg
@@ -271,9 +271,8 @@ def make_system(kind: str, url: str, keys: str = "random") -> System:
     ``keys`` (random or ordered) are txqueue's message keys (raw SQL numbers its rows)."""
     if kind == "txqueue":
         return TxqueueSystem(url, keys)
-    if url.startswith("sqlite"):
-        return RawSqliteSystem(url)
-    return RawPostgresSystem(url)
+    raw: dict[Any, Callable[[str], System]] = {SQLITE: RawSqliteSystem, POSTGRES: RawPostgresSystem}
+    return raw[traits_for(url)](url)
 
 
 def remove_sqlite_files(path: str) -> None:

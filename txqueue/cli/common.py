@@ -14,7 +14,7 @@ import click
 import txqueue
 from txqueue.core.durations import MAX_DURATION, parse_duration
 from txqueue.core.text import printable
-from txqueue.core.url import parse_url
+from txqueue.drivers.engines import parse_url, traits_named
 from txqueue.errors import TxqueueError
 
 __all__ = [
@@ -71,7 +71,7 @@ def require_database(url: str) -> None:
         parsed = parse_url(url)
     except TxqueueError:
         return  # connect reports it
-    if parsed.engine != "sqlite" or os.path.exists(parsed.target):
+    if not traits_named(parsed.engine).file_target or os.path.exists(parsed.target):
         return
     where = "./txqueue.db" if url == DEFAULT_DATABASE else printable(parsed.target)
     raise NoDatabase(

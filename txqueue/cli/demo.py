@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import txqueue
-from txqueue.core.url import parse_url
+from txqueue.drivers.engines import parse_url
 
 SCHEMA = [
     "CREATE TABLE Users (UserId INT64 NOT NULL, UserName STRING(MAX), Email STRING(MAX))"

@@ -17,11 +17,12 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-from txqueue.core.durations import from_micros, to_micros
 from txqueue.core.schema import Column, ColumnType, Table
+from txqueue.drivers.engines import traits_named
+from txqueue.drivers.traits import EngineTraits
 from txqueue.events.cloudevent import CloudEvent, from_json
 from txqueue.events.matching import prepare
 from txqueue.events.resources import (
@@ -118,25 +119,21 @@ MESSAGE_COLUMNS = tuple(c.name for c in TABLES[2].columns)
 
 
 class Sql:
-    """The engine differences of plain SQL: parameter markers and TIMESTAMP values."""
+    """Plain SQL of the event tables in the engine's terms, as its traits give them:
+    parameter markers and TIMESTAMP values."""
 
     def __init__(self, engine: str) -> None:
-        self.sqlite = engine == "sqlite"
+        self.traits = traits_named(engine)
 
     def text(self, sql: str) -> str:
         """``sql`` written with ``?`` markers, in the engine's marker style."""
-        return sql if self.sqlite else sql.replace("?", "%s")
+        return self.traits.engine_sql(sql)
 
     def time(self, value: datetime) -> Any:
         """A TIMESTAMP parameter."""
-        return to_micros(value) if self.sqlite else value
+        return self.traits.engine_time(value)
 
-    @staticmethod
-    def read_time(value: Any) -> datetime:
-        """A TIMESTAMP as read back: integer µs (SQLite) or a datetime (PostgreSQL), in UTC."""
-        if isinstance(value, datetime):
-            return value.astimezone(timezone.utc)
-        return from_micros(int(value))
+    read_time = staticmethod(EngineTraits.read_time)
 
 
 @dataclass(frozen=True)

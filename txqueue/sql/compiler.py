@@ -162,7 +162,7 @@ class Compiler:
                 f"table function {node.this.sql()!r} is not supported here{self.rw.where(node)}: "
                 "RECEIVE_/RENEWLEASE_ must be the only source of their query"
             )
-        if isinstance(node, exp.Unnest) and self.rw.sqlite:
+        if isinstance(node, exp.Unnest) and self.rw.emulated:
             raise InvalidArgument(
                 f"FROM UNNEST(...) is not supported on SQLite{self.rw.where(node)}"
             )

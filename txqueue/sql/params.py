@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
-import json
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -18,9 +17,10 @@ from typing import Any
 
 from sqlglot import exp
 
-from txqueue.core.durations import require_aware, to_micros
+from txqueue.core.durations import require_aware
 from txqueue.core.schema import Column, ColumnType, Dialect
 from txqueue.core.values import check_value
+from txqueue.drivers.engines import traits_named
 from txqueue.errors import InvalidArgument
 
 __all__ = ["Binder", "value_type"]
@@ -73,6 +73,7 @@ class Binder:
         self, engine: str, dialect: Dialect, params: Any = None, param_types: Any = None
     ) -> None:
         self.engine = engine
+        self._encode_value = traits_named(engine).encode_parameter
         self.dialect = dialect
         self.values: dict[str, Any] = {}
         self.types: dict[str, Column | None] = {}
@@ -129,13 +130,7 @@ class Binder:
         elif isinstance(value, (bytearray, memoryview)):
             value = bytes(value)
         is_json = column is not None and column.type is ColumnType.JSON and not column.array
-        if self.engine == "postgres":
-            if is_json or isinstance(value, dict):
-                from psycopg.types.json import Jsonb
-
-                return Jsonb(value)
-            return list(value) if isinstance(value, tuple) else value
-        return _sqlite_value(value, is_json)
+        return self._encode_value(value, is_json)
 
 
 def _check_array(items: Sequence[Any], field: str) -> None:
@@ -150,32 +145,6 @@ def _check_array(items: Sequence[Any], field: str) -> None:
         column = value_type(item)
         if column is not None:
             check_value(column, item, f"{field}[{index}]")
-
-
-def _sqlite_value(value: Any, is_json: bool) -> Any:
-    if is_json or isinstance(value, dict):
-        return json.dumps(value)
-    if isinstance(value, _dt.datetime):
-        return to_micros(value)
-    if isinstance(value, _dt.date):
-        return value.isoformat()
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return json.dumps([_json_item(item) for item in value])
-    if isinstance(value, (int, float, str, bytes)):
-        return value
-    raise InvalidArgument(f"unsupported parameter value of type {type(value).__name__}")
-
-
-def _json_item(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, (_dt.date, decimal.Decimal)):
-        return _sqlite_value(value, False)
-    return value
 
 
 def _key(reference: str) -> str:

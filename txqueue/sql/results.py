@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from txqueue.core.schema import Column
+from txqueue.drivers.engines import traits_named
 from txqueue.errors import InvalidArgument
 from txqueue.models import Message, ResultSet
 from txqueue.sql._async_streaming import AsyncRowStream, Row
@@ -42,9 +43,9 @@ class QueryPlan:
         return ResultSet(fields, rows)
 
     def _decoder(self, column: Column | None) -> Callable[[Any], Any]:
-        if self.engine != "sqlite" or column is None:
+        decode = None if column is None else traits_named(self.engine).decoder()
+        if column is None or decode is None:  # the engine's driver returns typed values
             return _plain
-        from txqueue.drivers.sqlite.engine import decode
 
         def typed(value: Any) -> Any:
             try:

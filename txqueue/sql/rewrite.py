@@ -17,6 +17,7 @@ from typing import Any
 from sqlglot import exp
 
 from txqueue.core.schema import Column, ColumnType, Dialect
+from txqueue.drivers.engines import traits_named
 from txqueue.errors import InvalidArgument
 from txqueue.sql.params import Binder
 from txqueue.sql.source import Source
@@ -98,7 +99,8 @@ class Rewriter:
         now: _dt.datetime | None,
         source: Source,
     ) -> None:
-        self.sqlite = engine == "sqlite"
+        #: TIMESTAMP, JSON and arrays are emulated: rewrite what uses them (SQLite)
+        self.emulated = traits_named(engine).emulates_types
         self.dialect = dialect
         self.binder = binder
         self.pinned = now
@@ -117,7 +119,7 @@ class Rewriter:
 
     def now(self) -> exp.Expression:
         """This statement's CURRENT_TIMESTAMP: one instant for the whole statement."""
-        if not self.sqlite and self.pinned is None:
+        if not self.emulated and self.pinned is None:
             return typed(exp.CurrentTimestamp(), TIMESTAMP)
         if self._now is None:
             self._now = self.pinned or _dt.datetime.now(_dt.timezone.utc)
@@ -150,7 +152,7 @@ class Rewriter:
         if isinstance(node, exp.CurrentTimestamp):
             return self.now()
         if isinstance(node, exp.CurrentDate):
-            if not self.sqlite and self.pinned is None:
+            if not self.emulated and self.pinned is None:
                 return typed(node, Column("", ColumnType.DATE))
             self.now()
             assert self._now is not None
@@ -163,7 +165,7 @@ class Rewriter:
                 f"{self.where(node)}"
             )
         if isinstance(node, exp.Uuid):
-            if self.sqlite:
+            if self.emulated:
                 return typed(_sqlite_uuid(), STRING)
             generated = exp.Anonymous(this="GEN_RANDOM_UUID")
             return typed(exp.cast(generated, exp.DataType.build("TEXT")), STRING)
@@ -179,9 +181,9 @@ class Rewriter:
             return self.add_interval(node)
         if isinstance(node, (*_COMPARISONS, exp.Between, exp.In)):
             self.fold_against_timestamps(node)
-            if isinstance(node, exp.In) and node.args.get("unnest") is not None and self.sqlite:
+            if isinstance(node, exp.In) and node.args.get("unnest") is not None and self.emulated:
                 return self.in_unnest(node)
-            if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any) and self.sqlite:
+            if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any) and self.emulated:
                 return self.eq_any(node)
         self.refuse_timestamp_misuse(node)
         return typed(node, _infer(node))
@@ -233,9 +235,9 @@ class Rewriter:
                 return self.constant(parse_date(literal, where), target)
             if kind is ColumnType.BYTES:
                 return self.constant(parse_bytes(literal, self.dialect), target)
-            if self.sqlite and kind in _FLOATS and literal.strip().lower() in _SPECIAL_FLOATS:
+            if self.emulated and kind in _FLOATS and literal.strip().lower() in _SPECIAL_FLOATS:
                 return self._special_float(node, literal, target)
-        if self.sqlite and not target.array:
+        if self.emulated and not target.array:
             replaced = self._sqlite_cast(child, kind)
             if replaced is not None:
                 return typed(replaced, target)
@@ -280,7 +282,7 @@ class Rewriter:
 
     def timestamp_add(self, node: exp.Expression, sign: int) -> exp.Expression:
         unit = node.text("unit").upper()
-        if not self.sqlite:
+        if not self.emulated:
             return typed(node, TIMESTAMP)
         if unit not in UNIT_MICROS:
             raise InvalidArgument(
@@ -307,7 +309,7 @@ class Rewriter:
                     f"cannot subtract a timestamp from an INTERVAL{self.where(node)}"
                 )
             interval, base = base, interval
-        if not self.sqlite:
+        if not self.emulated:
             return typed(node, TIMESTAMP)
         if not is_timestamp(type_of(base)):
             raise InvalidArgument(
@@ -379,7 +381,7 @@ class Rewriter:
 
     def refuse_timestamp_misuse(self, node: exp.Expression) -> None:
         """On SQLite, refuse functions and operators that would read µs integers as numbers."""
-        if not self.sqlite or isinstance(node, _PASS_THROUGH + _COMPARISONS):
+        if not self.emulated or isinstance(node, _PASS_THROUGH + _COMPARISONS):
             return
         if not isinstance(node, (exp.Func, exp.Binary)) or isinstance(node, exp.Connector):
             return

@@ -18,10 +18,12 @@ from typing import Any, TypeVar
 
 import sqlglot
 from sqlglot import ErrorLevel, exp
-from sqlglot.dialects.sqlite import SQLite
+from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, UnsupportedError
 
 from txqueue.core.schema import Catalog, Dialect, Table
+from txqueue.drivers.engines import traits_named
+from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import InvalidArgument, NotFound, TxqueueError
 from txqueue.sql import information_schema
 from txqueue.sql.compiler import Compiler, Output
@@ -35,7 +37,7 @@ from txqueue.sql.tvf import ReceivePlan, RenewPlan, plan_table_function, table_f
 __all__ = ["DmlPlan", "Plan", "QueryPlan", "Statement", "parse_sql"]
 
 T = TypeVar("T")
-_READ = {Dialect.GOOGLESQL: "bigquery", Dialect.POSTGRESQL: "postgres"}
+_READ: dict[Dialect, Any] = {Dialect.GOOGLESQL: "bigquery", Dialect.POSTGRESQL: Postgres}
 _RESERVED = ("_txq", "txqueue_")
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+.*?>")
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+\.(\w+)'>")
@@ -49,13 +51,6 @@ class _NoCommandFallback(logging.Filter):
 
 
 logging.getLogger("sqlglot").addFilter(_NoCommandFallback())
-
-
-class _SQLite(SQLite):
-    """SQLite with `backtick` names: a misspelt "name" would silently be a string there."""
-
-    class Tokenizer(SQLite.Tokenizer):
-        IDENTIFIERS = ["`"]
 
 
 @dataclass(frozen=True)
@@ -226,8 +221,7 @@ class Statement:
     ) -> Plan:
         """What to run on ``engine``; ``tables`` maps lower-cased names to their schema.
         A statement that `reads_information_schema` needs the whole ``catalog``."""
-        if engine not in ("sqlite", "postgres"):
-            raise InvalidArgument(f"unknown engine {engine!r}")
+        traits_named(engine)  # InvalidArgument for an engine txqueue does not know
         return _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
 
     def _plan(
@@ -261,7 +255,7 @@ class Statement:
             outputs: list[Output] | None = compiler.query(tree, None, sources)
             if views:
                 tree = _with_views(tree, views, catalog or (dict(tables), {}), self.dialect)
-            return QueryPlan(_generate(tree, engine), binder.values, outputs, engine)
+            return QueryPlan(_generate(tree, traits_named(engine)), binder.values, outputs, engine)
         if views:
             raise InvalidArgument("INFORMATION_SCHEMA is read by queries only")
         if isinstance(tree, exp.Insert):
@@ -273,7 +267,7 @@ class Statement:
             table = compiler.delete(tree)
         sends_to = (table.name,) if isinstance(tree, exp.Insert) and table.is_queue else ()
         expected = self._expected_rows(binder)
-        return DmlPlan(_generate(tree, engine), binder.values, expected, sends_to)
+        return DmlPlan(_generate(tree, traits_named(engine)), binder.values, expected, sends_to)
 
     def _views(self, tree: exp.Expression) -> dict[str, str]:
         """Name each INFORMATION_SCHEMA view the statement reads as a CTE of its own (keys:
@@ -318,29 +312,28 @@ def _with_views(
     return tree
 
 
-def _generate(tree: exp.Expression, engine: str) -> str:
-    """Engine SQL: every name quoted (lower-cased on PostgreSQL)."""
+def _generate(tree: exp.Expression, traits: EngineTraits) -> str:
+    """Engine SQL: every name quoted (lower-cased where the engine folds names)."""
     for identifier in tree.find_all(exp.Identifier):
         identifier.set("quoted", True)
-        if engine == "postgres":
+        if traits.lower_case_names:
             identifier.set("this", str(identifier.this).lower())
-    if engine == "sqlite":
+    if traits.emulates_types:  # TIMESTAMP arithmetic is rewritten; no INTERVAL type is left
         leftover = tree.find(exp.Interval)
         if leftover is not None:
             raise InvalidArgument(
-                "INTERVAL is supported on SQLite only in TIMESTAMP arithmetic "
+                f"INTERVAL is supported on {traits.display_name} only in TIMESTAMP arithmetic "
                 "(TIMESTAMP_ADD, timestamp + INTERVAL '...')"
             )
     try:
         sql = tree.sql(
-            dialect=_SQLite if engine == "sqlite" else "postgres",
+            dialect=traits.sqlglot_dialect(),
             unsupported_level=ErrorLevel.RAISE,
             comments=False,
         )
     except UnsupportedError as error:
-        name = "SQLite" if engine == "sqlite" else "PostgreSQL"
-        raise InvalidArgument(f"not supported on {name}: {error}") from None
-    if engine == "sqlite":
+        raise InvalidArgument(f"not supported on {traits.display_name}: {error}") from None
+    if not traits.escape_percent:
         return sql
     # psycopg reads every % as a placeholder marker: double the ones that are not ours.
     return re.sub(r"%(?!\(txq[0-9a-f]{8}_\d+\)s)", "%%", sql)

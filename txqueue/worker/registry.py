@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from txqueue.core.durations import from_micros, to_micros
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.core.text import printable
+from txqueue.drivers.engines import traits_named
+from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.worker.outcomes import OutcomeKind
 
@@ -234,19 +235,19 @@ class Registration:
         buckets = [
             (self.id, queue, minute, *counts) for (queue, minute), counts in self._buckets.items()
         ]
-        sqlite = self.database.engine == "sqlite"
+        engine = traits_named(self.database.engine)
 
         async def write(transaction: Any) -> None:
             await transaction.insert_or_update(WORKERS, _WORKER_COLUMNS, [row])
             if buckets:
                 await transaction.insert_or_update(THROUGHPUT, _THROUGHPUT_COLUMNS, buckets)
-            marker = "?" if sqlite else "%s"
+            marker = engine.marker
             await transaction.execute_engine_update(
-                f"DELETE FROM {WORKERS} WHERE expires < {marker}", [_stored(now, sqlite)]
+                f"DELETE FROM {WORKERS} WHERE expires < {marker}", [engine.engine_time(now)]
             )
             await transaction.execute_engine_update(
                 f"DELETE FROM {THROUGHPUT} WHERE minute < {marker}",
-                [_stored(now - KEEP_THROUGHPUT, sqlite)],
+                [engine.engine_time(now - KEEP_THROUGHPUT)],
             )
 
         await self.database.run_in_transaction(write)
@@ -274,14 +275,7 @@ class Registration:
             batch.delete(WORKERS, [(self.id,)])
 
 
-def _stored(moment: datetime, sqlite: bool) -> Any:
-    return to_micros(moment) if sqlite else moment
-
-
-def _read_time(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value.astimezone(timezone.utc)
-    return from_micros(int(value))
+_read_time = EngineTraits.read_time
 
 
 def _exists(db: Database) -> bool:
@@ -297,13 +291,13 @@ def workers(db: Database) -> list[WorkerInfo]:
     """The live workers (seen within their last three heartbeats), oldest first."""
     if not _exists(db):
         return []
-    sqlite = db.engine == "sqlite"
+    engine = traits_named(db.engine)
     now = _now(db.now())
     with db.snapshot() as snapshot:
         rows = snapshot.execute_engine_sql(
             "SELECT id, host, pid, queues, concurrency, in_flight, started, last_seen"
-            f" FROM {WORKERS} WHERE expires >= {'?' if sqlite else '%s'} ORDER BY started, id",
-            [_stored(now, sqlite)],
+            f" FROM {WORKERS} WHERE expires >= {engine.marker} ORDER BY started, id",
+            [engine.engine_time(now)],
         )
     return [
         WorkerInfo(
@@ -331,9 +325,9 @@ def throughput(
         raise InvalidArgument(f"queue must be a string, got {type(queue).__name__}")
     if not _exists(db):
         return []
-    sqlite = db.engine == "sqlite"
-    marker = "?" if sqlite else "%s"
-    arguments: list[Any] = [_stored(_minute(_now(db.now()) - since), sqlite)]
+    engine = traits_named(db.engine)
+    marker = engine.marker
+    arguments: list[Any] = [engine.engine_time(_minute(_now(db.now()) - since))]
     sql = (
         "SELECT queue, minute, sum(handled), sum(failed), sum(dead_lettered)"
         f" FROM {THROUGHPUT} WHERE minute >= {marker}"

@@ -24,13 +24,12 @@ import time
 from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, connect_async
 from txqueue._sync.database import connect
 from txqueue.core.text import printable
-from txqueue.core.url import parse_url
+from txqueue.drivers.engines import traits_named, with_pool_size
 from txqueue.errors import InvalidArgument, NotFound, TxqueueError
 from txqueue.models import Message
 from txqueue.worker.acks import AckBatcher
@@ -138,15 +137,15 @@ class Worker:
     async def run(self) -> None:
         """Serve until ``stop()`` (or SIGINT/SIGTERM in the main thread), then shut down."""
         database = await connect_async(
-            _pool_url(self.url, self.concurrency + len(self.specs) + 4), clock=self.app.clock
+            with_pool_size(self.url, self.concurrency + len(self.specs) + 4), clock=self.app.clock
         )
         pool = DaemonThreadPool(self.concurrency)
         acks = AckBatcher(database, window=self._ack_window)
         clock = self.app.clock
-        sync_url = _pool_url(self.url, self.concurrency + 2)
+        sync_url = with_pool_size(self.url, self.concurrency + 2)
         access = AsyncDatabaseAccess(database, pool, lambda: connect(sync_url, clock=clock), acks)
         self._access = access
-        self._one_writer = asyncio.Lock() if database.engine == "sqlite" else None
+        self._one_writer = asyncio.Lock() if traits_named(database.engine).one_writer else None
         background: list[asyncio.Task[Any]] = []
         frozen = started = False
         names = [spec.queue for spec in self.specs]
@@ -543,14 +542,3 @@ def _fields(message: Message, **more: Any) -> dict[str, Any]:
         "delivery_count": message.delivery_count,
         **more,
     }
-
-
-def _pool_url(url: str, size: int) -> str:
-    """``url`` with a PostgreSQL pool big enough for the worker (unless the URL sets one)."""
-    if parse_url(url).engine != "postgres":
-        return url
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(name == "pool_size" for name, _ in query):
-        return url
-    return urlunsplit(parts._replace(query=urlencode([*query, ("pool_size", str(size))])))
