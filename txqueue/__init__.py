@@ -31,7 +31,8 @@ from txqueue.worker import App, GiveUp, Retry
 if TYPE_CHECKING:  # the event layer needs the "events" extra, so it is imported on first use
     from txqueue.events._async.events import AsyncEvents
     from txqueue.events._sync.events import Events
-    from txqueue.events.dispatcher import AsyncDispatcher, Dispatcher
+    from txqueue.events.dispatcher import AsyncDispatcher
+    from txqueue.events.dispatcher_thread import Dispatcher
     from txqueue.events.records import ArchivedMessage, DeliveryAttempt, UndeliveredMessage
     from txqueue.events.resources import Bus, Enrollment, Pipeline
     from txqueue.events.signing import verify as verify_signature
@@ -42,7 +43,7 @@ _EVENT_LAYER = {
     "AsyncEvents": ("txqueue.events._async.events", "AsyncEvents"),
     "Bus": ("txqueue.events.resources", "Bus"),
     "DeliveryAttempt": ("txqueue.events.records", "DeliveryAttempt"),
-    "Dispatcher": ("txqueue.events.dispatcher", "Dispatcher"),
+    "Dispatcher": ("txqueue.events.dispatcher_thread", "Dispatcher"),
     "Enrollment": ("txqueue.events.resources", "Enrollment"),
     "Events": ("txqueue.events._sync.events", "Events"),
     "Pipeline": ("txqueue.events.resources", "Pipeline"),

@@ -9,7 +9,8 @@ extra (cloudevents, httpx, CEL, jsonschema). The modules, bottom up:
 - ``resources``: Bus, Pipeline, Enrollment and their stored JSON form;
 - ``records``: the internal tables and the rows read back (attempts, archive, undelivered);
 - ``_async``/``_sync``: AsyncEvents/Events (configuration, publish, archive, replay);
-- ``recorder`` and ``dispatcher``: delivering, retrying, logging (AsyncDispatcher, Dispatcher).
+- ``recorder``, ``dispatcher`` and ``dispatcher_thread``: delivering, retrying, logging
+  (AsyncDispatcher; Dispatcher, one on its own thread).
 """
 
 from __future__ import annotations

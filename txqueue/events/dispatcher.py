@@ -24,22 +24,20 @@ import asyncio
 import contextvars
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-import txqueue
 from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.durations import MAX_DURATION, to_duration
 from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
 from txqueue.drivers._async_compat import done_within
-from txqueue.drivers.engines import with_pool_size as with_pool_size  # for the CLI
 from txqueue.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -60,7 +58,7 @@ from txqueue.events.sender import Request, Sender
 from txqueue.models import Message
 from txqueue.worker.concurrency import cancel_and_wait
 
-__all__ = ["AsyncDispatcher", "Dispatcher", "DispatcherStats"]
+__all__ = ["AsyncDispatcher", "DispatcherStats"]
 
 logger = logging.getLogger("txqueue.events")
 
@@ -544,69 +542,12 @@ def _elapsed(clock: float) -> timedelta:
     return timedelta(seconds=time.monotonic() - clock)
 
 
-class Dispatcher:
-    """An `AsyncDispatcher` on its own thread and event loop, for synchronous programs.
-
-    ``with Dispatcher(url, concurrency=4): ...`` delivers while the block runs. The
-    dispatcher opens its own connections (a PostgreSQL pool of concurrency + 2 unless the
-    URL sets ``pool_size``).
-    """
-
-    def __init__(self, url: str, **options: Any) -> None:
-        self.url = url
-        self.options = options
-        self.stats = DispatcherStats()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._dispatcher: AsyncDispatcher | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-
-    def start(self, timeout: float = 30.0) -> Dispatcher:
-        """Start delivering on a background thread; return once the dispatcher runs."""
-        self._thread = threading.Thread(target=self._run, name="txqueue-dispatcher", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout) and self._error is None:
-            raise TimeoutError("the dispatcher did not start in time")
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def run(self) -> None:
-        """Deliver in this thread until `stop` is called from another one."""
-        asyncio.run(self._main())
-
-    def _run(self) -> None:
-        try:
-            self.run()
-        except BaseException as error:  # handed to the thread calling start() or stop()
-            self._error = error
-            self._ready.set()
-
-    async def _main(self) -> None:
-        size = self.options.get("concurrency", 8) + 2
-        database = await txqueue.connect_async(with_pool_size(self.url, size))
-        try:
-            self._dispatcher = AsyncDispatcher(database, **self.options)
-            self.stats = self._dispatcher.stats
-            await self._dispatcher.events.ensure_tables()
-            self._loop = asyncio.get_running_loop()
-            self._ready.set()
-            await self._dispatcher.run()
-        finally:
-            await database.close()
-
-    def stop(self, timeout: float = 60.0) -> None:
-        """Stop delivering (attempts in flight finish) and wait for the thread to end."""
-        if self._loop is not None and self._dispatcher is not None:
-            self._loop.call_soon_threadsafe(self._dispatcher.stop)
-        if self._thread is not None:
-            self._thread.join(timeout)
-        if self._error is not None:
-            raise self._error
-
-    def __enter__(self) -> Dispatcher:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+def with_pool_size(url: str, size: int) -> str:
+    """``url`` with a PostgreSQL pool of ``size`` connections, unless it sets one itself."""
+    parts = urlsplit(url)
+    if not parts.scheme.lower().startswith("postgres"):
+        return url
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "pool_size" for key, _ in query):
+        return url
+    return urlunsplit(parts._replace(query=urlencode([*query, ("pool_size", str(size))])))
