@@ -37,6 +37,7 @@ FILES = {
     "txqueue/drivers/postgres/_async_server.py": "txqueue/drivers/postgres/_sync_server.py",
     "txqueue/drivers/postgres/_async_browse.py": "txqueue/drivers/postgres/_sync_browse.py",
     "txqueue/worker/_async_apply.py": "txqueue/worker/_sync_apply.py",
+    "txqueue/events/_async_guarded.py": "txqueue/events/_sync_guarded.py",
     "txqueue/events/_async_delivery.py": "txqueue/events/_sync_delivery.py",
     "txqueue/sql/_async_streaming.py": "txqueue/sql/_sync_streaming.py",
 }
@@ -48,7 +49,9 @@ NAMES = {
     "_async_browse": "_sync_browse",
     "_async_protocol": "_sync_protocol",
     "_async_compat": "_sync_compat",
+    "_async_guarded": "_sync_guarded",
     "connect_async": "connect",
+    "open_async_driver": "open_driver",
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",
     "AsyncCursor": "Cursor",

@@ -13,6 +13,7 @@ from datetime import timedelta
 import httpx
 
 from txqueue.events._async_compat import within
+from txqueue.events._async_guarded import AsyncGuardedTransport
 from txqueue.events.attempts import (
     DRAIN,
     EXCERPT,
@@ -24,7 +25,7 @@ from txqueue.events.attempts import (
     timeout_seconds,
 )
 from txqueue.events.destinations import Resolver
-from txqueue.events.guarded import DEFAULT_LIMITS, AsyncGuardedTransport
+from txqueue.events.guarded import DEFAULT_LIMITS
 from txqueue.events.outcomes import AttemptKind, classify_status
 
 __all__ = ["AsyncHttpDeliverer"]

@@ -1,4 +1,4 @@
-"""What the sync deliverer calls where the asyncio one awaits (see ``_async_compat``).
+"""What the event layer's sync HTTP code calls where the asyncio one awaits (see ``_async_compat``).
 
 Written by hand, as is ``_async_compat``: the generated sync code calls these in place of
 that module's coroutines.
@@ -6,9 +6,12 @@ that module's coroutines.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-__all__ = ["within"]
+import httpcore
+
+__all__ = ["network_backend", "run_blocking", "within"]
 
 T = TypeVar("T")
 
@@ -16,3 +19,13 @@ T = TypeVar("T")
 def within(result: T, seconds: float) -> T:
     """The call has already run, bounded per phase by httpx's timeouts: its result."""
     return result
+
+
+def run_blocking(function: Callable[..., T], *args: Any) -> T:
+    """Run blocking work; the sync face simply calls it."""
+    return function(*args)
+
+
+def network_backend() -> httpcore.NetworkBackend:
+    """httpcore's own network backend for the sync face (blocking sockets)."""
+    return httpcore.SyncBackend()

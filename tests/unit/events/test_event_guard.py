@@ -22,14 +22,11 @@ import httpcore
 import httpx
 import pytest
 
+from txqueue.events._async_guarded import AsyncGuardedTransport
+from txqueue.events._sync_guarded import GuardedBackend, GuardedTransport
 from txqueue.events.delivery import AsyncHttpDeliverer, HttpDeliverer
 from txqueue.events.destinations import DestinationRefused
-from txqueue.events.guarded import (
-    AsyncGuardedTransport,
-    GuardedBackend,
-    GuardedTransport,
-    checked_addresses,
-)
+from txqueue.events.guarded import checked_addresses
 from txqueue.events.outcomes import AttemptKind
 
 PUBLIC = "93.184.216.34"
