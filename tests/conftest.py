@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import re
 import signal
 import threading
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pgserver import PostgresServer, create_database, drop_database, find_or_start
+from pgserver import PostgresServer, create_database, drop_database, find_or_start, with_database
 
 _MAX_IDENT_BYTES = 63  # NAMEDATALEN - 1
 _db_counter = itertools.count(1)
@@ -89,6 +90,103 @@ def pg_database_url(request: pytest.FixtureRequest, postgres_url: str) -> Iterat
     url = create_database(postgres_url, name)
     yield url
     drop_database(postgres_url, name)
+
+
+class DatabaseSupply:
+    """Fresh PostgreSQL databases made ahead of need by a background thread.
+
+    Each is a copy of one template that txqueue has connected to (its catalog made, nothing
+    recorded), the state a test's first connect would leave. Creating and dropping a database
+    costs the server most of a second; done here while the tests run, it is off their path:
+    the conformance and driver suites run each test on two faces, and this keeps their
+    PostgreSQL half about as fast as one face was.
+    """
+
+    AHEAD = 3
+
+    def __init__(self, postgres_url: str) -> None:
+        import txqueue
+
+        self._url = postgres_url
+        self._template = f"t_txqueue_template_{uuid.uuid4().hex[:8]}"
+        txqueue.connect(create_database(postgres_url, self._template)).close()
+        self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=self.AHEAD)
+        self._finished: queue.Queue[str | None] = queue.Queue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="database-supply", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        try:
+            with psycopg.connect(self._url, autocommit=True, connect_timeout=10) as connection:
+                strategy = " STRATEGY FILE_COPY" if connection.info.server_version >= 150000 else ""
+                create = sql.SQL("CREATE DATABASE {} TEMPLATE {}" + strategy)
+                drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                template = sql.Identifier(self._template)
+                while not self._stopping.is_set():
+                    while True:  # drop what the tests are done with first
+                        try:
+                            done = self._finished.get_nowait()
+                        except queue.Empty:
+                            break
+                        if done is not None:
+                            connection.execute(drop.format(sql.Identifier(done)))
+                    if self._ready.full():
+                        finished = self._finished.get(timeout=None)
+                        self._finished.put(finished)
+                        continue
+                    name = f"t_supply_{next(_db_counter)}_{uuid.uuid4().hex[:8]}"
+                    connection.execute(create.format(sql.Identifier(name), template))
+                    self._ready.put(name)
+        except BaseException as error:  # handed to the test that waits for a database
+            self._ready.put(error)
+
+    def take(self) -> str:
+        """The URL of a fresh database; give it back with ``give_back`` when done."""
+        name = self._ready.get(timeout=60)
+        if isinstance(name, BaseException):
+            raise name
+        return with_database(self._url, name)
+
+    def give_back(self, url: str) -> None:
+        self._finished.put(url.rsplit("/", 1)[-1].split("?", 1)[0])
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._finished.put(None)
+        self._thread.join(30)
+        while not self._ready.empty():
+            name = self._ready.get_nowait()
+            if isinstance(name, str):
+                drop_database(self._url, name)
+        while not self._finished.empty():
+            leftover = self._finished.get_nowait()
+            if leftover is not None:
+                drop_database(self._url, leftover)
+        drop_database(self._url, self._template)
+
+
+@pytest.fixture(scope="session")
+def _database_supply(postgres_url: str) -> Iterator[DatabaseSupply]:
+    supply = DatabaseSupply(postgres_url)
+    try:
+        yield supply
+    finally:
+        supply.close()
+
+
+@pytest.fixture
+def supplied_pg_database_url(_database_supply: DatabaseSupply) -> Iterator[str]:
+    """A fresh PostgreSQL database for this test, made ahead by ``DatabaseSupply`` (in the
+    state a first connect leaves: txqueue's catalog made, nothing recorded)."""
+    url = _database_supply.take()
+    try:
+        yield url
+    finally:
+        _database_supply.give_back(url)
 
 
 @pytest.fixture

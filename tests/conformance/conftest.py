@@ -1,7 +1,9 @@
 """Fixtures of the conformance suite: a connected database holding the shared schema.
 
 ``database_url`` (from ``tests/conftest.py``) runs every test once on SQLite and once on a
-fresh PostgreSQL database; the schema is created in whichever dialect the database records.
+fresh PostgreSQL database; ``face`` runs it once on the blocking face and once on the asyncio
+face (through a Blocking view, see ``tests/blocking.py``). The schema is created in whichever
+dialect the database records.
 """
 
 from __future__ import annotations
@@ -10,17 +12,27 @@ from collections.abc import Iterator
 
 import pytest
 
-import txqueue
-
-from .support import Env, Names
+from .support import FACES, Env, Face, Names
 
 
 @pytest.fixture
-def env(database_url: str) -> Iterator[Env]:
+def pg_database_url(supplied_pg_database_url: str) -> str:
+    """Each PostgreSQL test's fresh database, made ahead of need (see the root conftest)."""
+    return supplied_pg_database_url
+
+
+@pytest.fixture(params=[pytest.param(face, id=face.name) for face in FACES])
+def face(request: pytest.FixtureRequest) -> Face:
+    """The public API's blocking face, then its asyncio face."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def env(face: Face, database_url: str) -> Iterator[Env]:
     """A database on ``database_url`` with ``Users`` and its interleaved ``UserTasks`` queue."""
-    db = txqueue.connect(database_url)
+    db = face.connect(database_url)
     try:
         db.update_ddl(list(Names.for_dialect(db.dialect).ddl))
-        yield Env(db, database_url)
+        yield Env(db, database_url, face)
     finally:
         db.close()

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from blocking import Blocking, shared_loop, unwrap
+
 import txqueue
 
 # Clock slack for comparing timestamps from the database with the test's wall clock: both
@@ -72,6 +74,39 @@ class Names:
     @property
     def user_columns(self) -> tuple[str, str]:
         return (self.user_id, self.user_name)
+
+
+@dataclass(frozen=True)
+class Face:
+    """One face of the public API: the blocking one, or the asyncio one through a Blocking view.
+
+    Every conformance test that opens a database does it through ``face.connect`` so that it
+    runs once per face (test ids name ``sync`` or ``async``).
+    """
+
+    name: str
+
+    @property
+    def is_async(self) -> bool:
+        return self.name == "async"
+
+    def connect(self, url: str, dialect: Any = None, **options: Any) -> Any:
+        """``txqueue.connect``, or ``await txqueue.connect_async`` behind a Blocking view."""
+        if not self.is_async:
+            return txqueue.connect(url, dialect, **options)
+        loop = shared_loop()
+        return Blocking(loop.run(txqueue.connect_async(url, dialect, **options)), loop)
+
+    def events(self, db: Any, **options: Any) -> Any:
+        """``txqueue.Events`` on ``db``, or ``txqueue.AsyncEvents`` behind a Blocking view."""
+        if not self.is_async:
+            return txqueue.Events(db, **options)
+        return Blocking(txqueue.AsyncEvents(unwrap(db), **options))
+
+
+SYNC = Face("sync")
+ASYNC = Face("async")
+FACES = (SYNC, ASYNC)
 
 
 def utcnow() -> datetime:
@@ -137,9 +172,10 @@ def receive_timed(
 class Env:
     """A connected database with the shared schema, plus short-hands the tests share."""
 
-    def __init__(self, db: Any, url: str) -> None:
+    def __init__(self, db: Any, url: str, face: Face) -> None:
         self.db = db
         self.url = url
+        self.face = face
         self.dialect = dialect_name(db.dialect)
         self.names = Names.for_dialect(self.dialect)
 
@@ -217,6 +253,7 @@ class BackgroundReceiver:
         url: str,
         queue: str,
         *,
+        face: Face,
         max_duration: timedelta,
         max_batch_size: int = 1,
         lease_duration: timedelta = timedelta(seconds=10),
@@ -224,6 +261,7 @@ class BackgroundReceiver:
     ) -> None:
         self.url = url
         self.queue = queue
+        self.face = face
         self.kwargs = {
             "max_duration": max_duration,
             "max_batch_size": max_batch_size,
@@ -247,7 +285,7 @@ class BackgroundReceiver:
 
     def _run(self) -> None:
         try:
-            with txqueue.connect(self.url) as db:
+            with self.face.connect(self.url) as db:
                 stream = db.receive(self.queue, **self.kwargs)
                 self.started_at = utcnow()
                 self.started.set()

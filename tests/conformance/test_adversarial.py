@@ -31,7 +31,7 @@ import txqueue
 from txqueue.cli.main import main
 from txqueue.errors import TxqueueError
 
-from .support import Env, Names, is_postgres
+from .support import Env, Face, Names, is_postgres
 
 settings.register_profile(
     "adversarial",
@@ -159,12 +159,12 @@ def either(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 @pytest.fixture
-def pinned(database_url: str) -> Iterator[Env]:
+def pinned(face: Face, database_url: str) -> Iterator[Env]:
     """The shared schema on a database whose clock stands still (leases never run out)."""
-    db = txqueue.connect(database_url, clock=lambda: PINNED)
+    db = face.connect(database_url, clock=lambda: PINNED)
     try:
         db.update_ddl(list(Names.for_dialect(db.dialect).ddl))
-        env = Env(db, database_url)
+        env = Env(db, database_url, face)
         env.add_users(1, 2)
         env.send(1, "a")
         env.send(1, "b", deliver_time=PINNED + timedelta(days=1))
@@ -414,7 +414,7 @@ def test_event_layer_raises_only_txqueue_errors_and_writes_nothing_on_error(
     retention: Any,
     operation: str,
 ) -> None:
-    events = txqueue.Events(pinned.db)
+    events = pinned.face.events(pinned.db)
     if not events.list_buses():
         events.create_bus("orders")
 
@@ -486,7 +486,8 @@ OPTIONS = st.sampled_from(["busy_timeout_ms", "synchronous", "pool_size", "nothi
 def test_url_parsing_raises_only_txqueue_errors(
     scheme: str, path: str, option: str, value: str
 ) -> None:
-    from txqueue.core.url import integer_option, parse_url
+    from txqueue.core.url import integer_option
+    from txqueue.drivers.engines import parse_url
 
     EXAMPLES["connect URL"] += 1
     try:

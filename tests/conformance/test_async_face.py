@@ -1,7 +1,8 @@
-"""The asyncio face (SPEC §4): the same contract through ``await txqueue.connect_async(url)``.
+"""What only the asyncio face has: tasks. A stream receiving while another task sends,
+receivers gathered on one loop, and a receive cancelled while its statement runs.
 
-Buffered batch mutations are plain calls (``b.send``), transaction methods are awaited
-(``await txn.send``), receive is an async iterator.
+The rest of the contract runs on this face through the whole conformance suite (the ``face``
+fixture, ids ``[async-...]``); these tests await the face directly.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from typing import Any
 import pytest
 
 import txqueue
-from txqueue.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 
-from .support import SKEW, Names, default_dialect, is_postgres, seconds, utcnow
+from .support import SKEW, Names, is_postgres, seconds, utcnow
 
 
 class AsyncEnv:
@@ -41,22 +41,6 @@ class AsyncEnv:
     async def send(self, user_id: int, message_id: str, payload: bytes = b"payload") -> None:
         async with self.db.batch() as b:
             b.send(queue=self.tasks, key=(user_id, message_id), payload=payload)
-
-    async def ack(self, key: tuple[Any, ...], lease_token: str | None = None) -> None:
-        async with self.db.batch() as b:
-            b.ack(queue=self.tasks, key=key, lease_token=lease_token)
-
-    async def task_keys(self) -> list[tuple[Any, ...]]:
-        async with self.db.snapshot() as snapshot:
-            rows = await snapshot.execute_sql(
-                "SELECT userid, messageid FROM usertasks ORDER BY userid, messageid"
-            )
-            return [tuple(row) for row in rows]
-
-    async def user_ids(self) -> list[int]:
-        async with self.db.snapshot() as snapshot:
-            rows = await snapshot.execute_sql("SELECT userid FROM users ORDER BY userid")
-            return [row[0] for row in rows]
 
     async def receive_timed(
         self,
@@ -103,90 +87,6 @@ async def aenv(database_url: str) -> AsyncIterator[AsyncEnv]:
         await db.close()
 
 
-class Boom(Exception):
-    """An application error raised inside a transaction."""
-
-
-async def test_connect_async_records_the_default_dialect(database_url: str) -> None:
-    db = await txqueue.connect_async(database_url)
-    try:
-        assert db.dialect == default_dialect(database_url)
-    finally:
-        await db.close()
-
-
-async def test_send_and_receive(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1)
-    before = utcnow()
-    await aenv.send(1, "welcome", b"hi")
-
-    m = await aenv.receive_one()
-
-    assert isinstance(m, txqueue.Message)
-    assert (m.key, m.payload, m.delivery_count, m.last_in_batch) == ((1, "welcome"), b"hi", 1, True)
-    assert isinstance(m.payload, bytes)
-    assert m.deliver_time >= before - SKEW
-    assert m.lease_expiration.utcoffset() == timedelta(0)
-    await aenv.ack(m.key, lease_token=m.lease_token)
-    assert await aenv.task_keys() == []
-
-
-async def test_exception_inside_batch_discards_the_send(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1)
-
-    with pytest.raises(Boom):
-        async with aenv.db.batch() as b:
-            b.send(queue=aenv.tasks, key=(1, "doomed"), payload=b"x")
-            raise Boom
-
-    assert await aenv.task_keys() == []
-    assert await aenv.receive(max_duration=seconds(1.5)) == []
-
-
-async def test_run_in_transaction_rolls_back_on_exception(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1)
-    calls = []
-
-    async def work(txn: Any) -> None:
-        calls.append(txn)
-        await txn.insert(aenv.names.users, columns=aenv.names.user_columns, values=[(2, "b")])
-        await txn.send(queue=aenv.tasks, key=(1, "doomed"), payload=b"x")
-        raise Boom
-
-    with pytest.raises(Boom):
-        await aenv.db.run_in_transaction(work)
-
-    assert len(calls) == 1
-    assert await aenv.user_ids() == [1]
-    assert await aenv.receive(max_duration=seconds(1.5)) == []
-
-
-async def test_run_in_transaction_commits_and_returns(aenv: AsyncEnv) -> None:
-    async def work(txn: Any, user_id: int) -> int:
-        await txn.insert(
-            aenv.names.users, columns=aenv.names.user_columns, values=[(user_id, "new")]
-        )
-        await txn.send(queue=aenv.tasks, key=(user_id, "welcome"), payload=b"hi")
-        rows = await txn.execute_sql("SELECT COUNT(*) FROM usertasks")
-        [(count,)] = [tuple(row) for row in rows]
-        return int(count)
-
-    assert await aenv.db.run_in_transaction(work, 124) == 1
-    assert await aenv.task_keys() == [(124, "welcome")]
-
-
-async def test_duplicate_send_is_already_exists(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1)
-    await aenv.send(1, "dup")
-
-    with pytest.raises(AlreadyExists):
-        async with aenv.db.batch() as b:
-            b.send(queue=aenv.tasks, key=(1, "other"), payload=b"x")
-            b.send(queue=aenv.tasks, key=(1, "dup"), payload=b"x")
-
-    assert await aenv.task_keys() == [(1, "dup")]
-
-
 async def test_receive_stream_gets_a_later_send(aenv: AsyncEnv) -> None:
     await aenv.add_users(1)
     started = time.monotonic()
@@ -218,81 +118,6 @@ async def test_concurrent_receivers_split_messages(aenv: AsyncEnv) -> None:
     assert sorted(keys) == [(1, f"m{i:02}") for i in range(20)], "each message leased once"
 
 
-async def test_lease_expiry_redelivers_with_delivery_count_2(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1)
-    await aenv.send(1, "flaky")
-    first = await aenv.receive_one(lease_duration=seconds(1))
-
-    received = await aenv.receive_timed(max_duration=seconds(10), limit=1)
-
-    assert len(received) == 1
-    second, arrived = received[0]
-    assert second.delivery_count == 2
-    assert arrived >= first.lease_expiration + seconds(1) - SKEW
-    with pytest.raises(FailedPrecondition):
-        await aenv.ack(first.key, lease_token=first.lease_token)
-    await aenv.ack(second.key, lease_token=second.lease_token)
-
-
-async def test_renew_lease_rules(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1)
-    await aenv.send(1, "a")
-    m = await aenv.receive_one(lease_duration=seconds(5))
-
-    [r] = await aenv.db.renew_lease(aenv.tasks, [m.lease_token], extension=seconds(20))
-    assert r.old_token == m.lease_token
-    assert r.new_token not in (None, m.lease_token)
-    assert r.lease_expiration > m.lease_expiration
-
-    stale = await aenv.db.renew_lease(aenv.tasks, [m.lease_token])
-    assert all(row.new_token is None for row in stale)
-    assert await aenv.db.renew_lease(aenv.tasks, ["garbage"]) == []
-    with pytest.raises(FailedPrecondition):
-        await aenv.ack(m.key, lease_token=m.lease_token)
-
-    await aenv.ack(m.key, lease_token=r.new_token)
-    [gone] = await aenv.db.renew_lease(aenv.tasks, [r.new_token])
-    assert gone.new_token is None
-    with pytest.raises(NotFound):
-        await aenv.ack(m.key, lease_token=r.new_token)
-    async with aenv.db.batch() as b:
-        b.ack(queue=aenv.tasks, key=m.key, ignore_not_found=True)
-
-
-async def test_bad_input_is_refused_and_changes_nothing(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1)
-
-    with pytest.raises(InvalidArgument):
-        async with aenv.db.batch() as b:
-            b.send(queue=aenv.tasks, key=(1, "ok"), payload=b"x")
-            b.send(
-                queue=aenv.tasks, key=(1, "naive"), payload=b"x", deliver_time=datetime(2030, 1, 1)
-            )
-    with pytest.raises(InvalidArgument):
-        async with aenv.db.batch() as b:
-            b.send(queue=aenv.tasks, key=(1,), payload=b"x")
-    with pytest.raises(InvalidArgument):
-        await aenv.receive(lease_duration=timedelta(0))
-    with pytest.raises(NotFound):
-        async with aenv.db.batch() as b:
-            b.send(queue="NoSuchQueue", key=(1, "m"), payload=b"x")
-
-    assert await aenv.task_keys() == []
-
-
-async def test_parent_delete_cascades(aenv: AsyncEnv) -> None:
-    await aenv.add_users(1, 2)
-    await aenv.send(1, "a")
-    await aenv.send(2, "b")
-
-    async def work(txn: Any) -> None:
-        await txn.delete(aenv.names.users, keys=[(1,)])
-
-    await aenv.db.run_in_transaction(work)
-
-    assert await aenv.task_keys() == [(2, "b")]
-
-
 class TableLock:
     """Another connection holding the queue's table, so a receive statement waits inside the
     database (SQLite: the write lock, for one 100 ms busy wait at a time; PostgreSQL: an
@@ -318,9 +143,9 @@ class TableLock:
         self._connection.close()
 
 
-@pytest.mark.parametrize("face", ["stream", "receive_now"])
+@pytest.mark.parametrize("consumer_kind", ["stream", "receive_now"])
 async def test_a_receive_cancelled_mid_statement_gives_its_leases_back(
-    aenv: AsyncEnv, face: str
+    aenv: AsyncEnv, consumer_kind: str
 ) -> None:
     """A cancellation that lands while the lease statement runs (a worker stopping, a
     timeout) must not leave the messages leased by no one until the lease expires: the
@@ -333,7 +158,7 @@ async def test_a_receive_cancelled_mid_statement_gives_its_leases_back(
     for _ in range(10):
         lock.hold()
         try:
-            if face == "stream":
+            if consumer_kind == "stream":
                 consumer = asyncio.create_task(aenv.receive(max_duration=seconds(5), limit=1))
             else:
                 consumer = asyncio.create_task(aenv.db.receive_now(aenv.tasks))

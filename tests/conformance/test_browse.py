@@ -14,7 +14,7 @@ import txqueue
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.testing import FakeClock
 
-from .support import default_dialect
+from .support import Face, default_dialect
 
 LEASE = timedelta(seconds=10)
 DDL = {
@@ -38,8 +38,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def db(database_url: str, clock: FakeClock) -> Iterator[txqueue.Database]:
-    db = txqueue.connect(database_url, clock=clock)
+def db(face: Face, database_url: str, clock: FakeClock) -> Iterator[txqueue.Database]:
+    db = face.connect(database_url, clock=clock)
     try:
         db.update_ddl(DDL[default_dialect(database_url)])
         yield db
@@ -159,11 +159,12 @@ def test_a_large_queue_is_estimated(
 ) -> None:
     """Past the count limit (lowered here) the counts come from a sample: close to the truth,
     marked estimated; the oldest ready age stays exact."""
-    from txqueue.drivers.postgres import _sync_browse
+    from txqueue.drivers.postgres import _async_browse, _sync_browse
     from txqueue.drivers.sqlite import browse
 
     monkeypatch.setattr(browse, "COUNT_LIMIT", 100)
     monkeypatch.setattr(_sync_browse, "COUNT_LIMIT", 100)
+    monkeypatch.setattr(_async_browse, "COUNT_LIMIT", 100)
     with db.batch() as batch:
         for number in range(600):
             batch.send("orders", ("t", number), {"n": number})

@@ -12,6 +12,8 @@ import pytest
 import txqueue
 from txqueue.errors import InvalidArgument
 
+from .support import Face
+
 LIMIT = 10 * 1024 * 1024  # bytes in a cell
 DDL = [
     "CREATE TABLE Docs (Id INT64 NOT NULL, Body STRING(MAX), Blob BYTES(MAX), Doc JSON,"
@@ -24,8 +26,8 @@ TOO_BIG = "over Spanner's cell limit of 10 MiB"
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[txqueue.Database]:
-    with txqueue.connect(database_url, dialect="googlesql") as database:
+def db(face: Face, database_url: str) -> Iterator[txqueue.Database]:
+    with face.connect(database_url, dialect="googlesql") as database:
         database.update_ddl(DDL)
         yield database
 

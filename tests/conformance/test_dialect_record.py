@@ -4,15 +4,13 @@ choose the other. Both engines, both faces."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 import pytest
 
-import txqueue
 from txqueue.errors import InvalidArgument
 
-from .support import GOOGLESQL_DDL, OTHER_DIALECT, POSTGRESQL_DDL, default_dialect
+from .support import GOOGLESQL_DDL, OTHER_DIALECT, POSTGRESQL_DDL, Face, default_dialect
 
 QUICK_START_DDL = [
     "CREATE TABLE IF NOT EXISTS Users (UserId INT64 NOT NULL, UserName STRING(MAX)) PRIMARY KEY (UserId)",
@@ -27,46 +25,48 @@ ANOTHER_TABLE = {
 }
 
 
-def test_a_connect_records_nothing(database_url: str) -> None:
+def test_a_connect_records_nothing(face: Face, database_url: str) -> None:
     default = default_dialect(database_url)
     other = OTHER_DIALECT[default]
-    with txqueue.connect(database_url, dialect=other) as db:
+    with face.connect(database_url, dialect=other) as db:
         assert db.dialect == other
-    with txqueue.connect(database_url) as db:  # nothing recorded: the URL's default
+    with face.connect(database_url) as db:  # nothing recorded: the URL's default
         assert db.dialect == default
-    with txqueue.connect(database_url, dialect=default) as db:
+    with face.connect(database_url, dialect=default) as db:
         assert db.dialect == default
 
 
-def test_the_first_successful_update_ddl_records_the_dialect(database_url: str) -> None:
+def test_the_first_successful_update_ddl_records_the_dialect(face: Face, database_url: str) -> None:
     other = OTHER_DIALECT[default_dialect(database_url)]
-    with txqueue.connect(database_url, dialect=other) as db:
+    with face.connect(database_url, dialect=other) as db:
         db.update_ddl(DDL[other])
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == other
     with pytest.raises(InvalidArgument, match="recorded dialect"):
-        txqueue.connect(database_url, dialect=default_dialect(database_url))
+        face.connect(database_url, dialect=default_dialect(database_url))
 
 
-def test_a_type_of_the_other_dialect_names_both_and_records_nothing(database_url: str) -> None:
+def test_a_type_of_the_other_dialect_names_both_and_records_nothing(
+    face: Face, database_url: str
+) -> None:
     default = default_dialect(database_url)
     other = OTHER_DIALECT[default]
-    with txqueue.connect(database_url) as db, pytest.raises(InvalidArgument) as caught:
+    with face.connect(database_url) as db, pytest.raises(InvalidArgument) as caught:
         db.update_ddl(DDL[other])
     message = str(caught.value)
     assert f"this database uses the {default} dialect" in message, message
     assert f'dialect="{other}"' in message, message
     # The failed DDL recorded nothing: the other dialect is still open to this database.
-    with txqueue.connect(database_url, dialect=other) as db:
+    with face.connect(database_url, dialect=other) as db:
         db.update_ddl(DDL[other])
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == other
 
 
-def test_the_quick_start_runs_with_googlesql_on_either_url(database_url: str) -> None:
+def test_the_quick_start_runs_with_googlesql_on_either_url(face: Face, database_url: str) -> None:
     """The README's quick start names dialect="googlesql", so only the URL changes."""
     for _ in range(2):  # a second connect adopts the record the first update_ddl wrote
-        with txqueue.connect(database_url, dialect="googlesql") as db:
+        with face.connect(database_url, dialect="googlesql") as db:
             db.update_ddl(QUICK_START_DDL)
             with db.batch() as batch:
                 batch.insert_or_update("Users", ("UserId", "UserName"), [(124, "New User")])
@@ -76,15 +76,15 @@ def test_the_quick_start_runs_with_googlesql_on_either_url(database_url: str) ->
             message = received[0]
             with db.batch() as batch:
                 batch.ack("UserTasks", message.key, lease_token=message.lease_token)
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == "googlesql"
 
 
-def test_two_connections_racing_to_record_different_dialects(database_url: str) -> None:
+def test_two_connections_racing_to_record_different_dialects(face: Face, database_url: str) -> None:
     default = default_dialect(database_url)
     other = OTHER_DIALECT[default]
-    first = txqueue.connect(database_url)
-    second = txqueue.connect(database_url, dialect=other)
+    first = face.connect(database_url)
+    second = face.connect(database_url, dialect=other)
     try:
         first.update_ddl(DDL[default])
         with pytest.raises(InvalidArgument, match="recorded dialect"):
@@ -92,31 +92,6 @@ def test_two_connections_racing_to_record_different_dialects(database_url: str) 
     finally:
         first.close()
         second.close()
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == default
         assert sorted(t.name.lower() for t in db.queues()) == ["usertasks"]
-
-
-def test_the_asyncio_face_records_with_the_first_successful_update_ddl(database_url: str) -> None:
-    default = default_dialect(database_url)
-    other = OTHER_DIALECT[default]
-
-    async def scenario() -> None:
-        adb = await txqueue.connect_async(database_url)
-        try:
-            with pytest.raises(InvalidArgument, match=f"uses the {default} dialect"):
-                await adb.update_ddl(DDL[other])
-        finally:
-            await adb.close()
-        adb = await txqueue.connect_async(database_url, dialect=other)
-        try:
-            await adb.update_ddl(DDL[other])
-        finally:
-            await adb.close()
-        adb = await txqueue.connect_async(database_url)
-        try:
-            assert adb.dialect == other
-        finally:
-            await adb.close()
-
-    asyncio.run(scenario())

@@ -16,7 +16,7 @@ import pytest
 import txqueue
 from txqueue.errors import FailedPrecondition, InvalidArgument, NotFound
 
-from .support import Env, Names, is_postgres, seconds
+from .support import Env, Face, is_postgres, seconds
 
 MAX_DURATION = timedelta(days=36_500)  # every duration argument's maximum (100 years)
 STORED = "0" * 30
@@ -162,15 +162,15 @@ def test_durations_past_the_maximum_are_invalid_argument(env: Env) -> None:
         _receive_sql(env, "max_duration=>'99999999999d'")
 
 
-def test_a_numeric_url_option_no_engine_takes_is_invalid_argument(env: Env) -> None:
+def test_a_numeric_url_option_no_engine_takes_is_invalid_argument(face: Face, env: Env) -> None:
     option = "pool_size" if is_postgres(env.url) else "busy_timeout_ms"
     separator = "&" if "?" in env.url else "?"
     with pytest.raises(InvalidArgument, match=f"URL option {option}"):
-        txqueue.connect(f"{env.url}{separator}{option}=99999999999999999999999")
+        face.connect(f"{env.url}{separator}{option}=99999999999999999999999")
 
 
 def test_publishing_event_data_nested_100000_deep_is_invalid_argument(env: Env) -> None:
-    events = txqueue.Events(env.db)
+    events = env.face.events(env.db)
     events.create_bus("orders")
     deep: Any = []
     for _ in range(100_000):
@@ -185,7 +185,7 @@ def test_publishing_event_data_nested_100000_deep_is_invalid_argument(env: Env) 
 def test_the_event_layer_of_a_fresh_database_has_nothing_and_publishes_to_no_bus(env: Env) -> None:
     """Before anything is configured its tables do not exist: empty lists and NotFound, not an
     InvalidArgument about the reserved name of a table nobody asked for."""
-    events = txqueue.Events(env.db)
+    events = env.face.events(env.db)
     assert events.list_buses() == []
     assert events.messages() == []
     with pytest.raises(NotFound, match="bus 'orders' does not exist"):
@@ -194,7 +194,7 @@ def test_the_event_layer_of_a_fresh_database_has_nothing_and_publishes_to_no_bus
 
 @pytest.mark.parametrize("name", [["p"], 42, None, "Not A Name"])
 def test_a_resource_name_that_is_no_name_is_invalid_argument(env: Env, name: Any) -> None:
-    events = txqueue.Events(env.db)
+    events = env.face.events(env.db)
     events.create_bus("orders")
     with pytest.raises(InvalidArgument, match="pipeline name"):
         events.get_pipeline(name)
@@ -226,7 +226,7 @@ def test_a_bus_retention_past_the_maximum_is_refused_and_the_event_layer_keeps_w
 ) -> None:
     """A retention the archive's "now - retention" cannot take used to be stored, and every
     later read of the configuration (list, publish, purge) failed with an OverflowError."""
-    events = txqueue.Events(env.db)
+    events = env.face.events(env.db)
     for retention in (timedelta.max, MAX_DURATION + seconds(1)):
         with pytest.raises(InvalidArgument, match="retention must be at most 36500 days"):
             events.create_bus("orders", retention=retention)
@@ -253,46 +253,12 @@ def test_a_dispatcher_duration_past_the_maximum_is_invalid_argument(
         txqueue.AsyncDispatcher(env.db, **{option: value})  # type: ignore[arg-type]
 
 
-async def test_the_asyncio_face_refuses_the_same_input(database_url: str) -> None:
-    """The same checks hold through ``connect_async`` (they live below both faces)."""
-    db = await txqueue.connect_async(database_url)
-    try:
-        names = Names.for_dialect(db.dialect)
-        await db.update_ddl(list(names.ddl))
-        async with db.batch() as batch:
-            batch.insert(names.users, columns=names.user_columns, values=[(1, "one")])
-            batch.send(names.tasks, (1, "m"), b"x")
-        with pytest.raises(InvalidArgument, match="max_batch_size"):
-            await db.receive_now(names.tasks, max_batch_size=2**63)
-        with pytest.raises(InvalidArgument, match="lease_duration"):
-            await db.receive_now(names.tasks, lease_duration=timedelta(days=900_000))
-        late = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-14)))
-        for key, deliver_time in (((1, "\ud800"), None), ((1, "late"), late)):
-            with pytest.raises(InvalidArgument):
-                async with db.batch() as batch:
-                    batch.send(names.tasks, key, b"x", deliver_time=deliver_time)
-        (message,) = await db.receive_now(names.tasks, lease_duration=MAX_DURATION)
-        forged = f"{message.lease_token.partition('.')[0]}.ffffffffffffffff"
-        assert await db.release_lease(names.tasks, [forged]) == 0
-        events = txqueue.AsyncEvents(db)
-        await events.create_bus("orders")
-        deep: Any = []
-        for _ in range(100_000):
-            deep = [deep]
-        with pytest.raises(InvalidArgument, match="nested deeper than 80"):
-            await events.publish("orders", {"id": "1", "source": "s", "type": "t", "data": deep})
-        async with db.batch() as batch:
-            batch.ack(names.tasks, message.key, lease_token=message.lease_token)
-    finally:
-        await db.close()
-
-
 def test_an_event_time_whose_offset_has_seconds_is_published_in_utc_and_stays_readable(
     env: Env,
 ) -> None:
     """RFC 3339 offsets are whole minutes: one with seconds used to be archived as written,
     and every later listing of the archive failed to parse it back."""
-    events = txqueue.Events(env.db)
+    events = env.face.events(env.db)
     events.create_bus("orders")
     zone = timezone(-timedelta(hours=23, minutes=15, seconds=49, microseconds=999_817))
     when = datetime(1625, 12, 22, 13, 36, 41, 586, tzinfo=zone)

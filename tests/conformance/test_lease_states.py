@@ -16,7 +16,7 @@ import pytest
 import txqueue
 from txqueue.testing import FakeClock
 
-from .support import default_dialect
+from .support import Face, default_dialect
 
 LEASE = timedelta(seconds=10)
 DDL = {
@@ -33,8 +33,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def db(database_url: str, clock: FakeClock) -> Iterator[txqueue.Database]:
-    db = txqueue.connect(database_url, clock=clock)
+def db(face: Face, database_url: str, clock: FakeClock) -> Iterator[txqueue.Database]:
+    db = face.connect(database_url, clock=clock)
     try:
         db.update_ddl([DDL[default_dialect(database_url)]])
         yield db

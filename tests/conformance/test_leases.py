@@ -117,7 +117,7 @@ def test_renewing_keeps_the_message_from_redelivery(env: Env) -> None:
     m = env.receive_one(lease_duration=seconds(3))
     # Without renewal the message would come back at lease expiration + 1 s backoff,
     # well inside this rival's window.
-    rival = BackgroundReceiver(env.url, env.tasks, max_duration=seconds(6)).start()
+    rival = BackgroundReceiver(env.url, env.tasks, face=env.face, max_duration=seconds(6)).start()
 
     token = m.lease_token
     expiration = m.lease_expiration

@@ -12,33 +12,33 @@ from txqueue.errors import AlreadyExists, NotFound
 
 from .support import Env
 
-FACES = ["batch", "transaction"]
+WRITERS = ["batch", "transaction"]
 
 
-def apply(env: Env, face: str, write: Callable[[Any], None]) -> None:
+def apply(env: Env, writer_kind: str, write: Callable[[Any], None]) -> None:
     """Run ``write(writer)`` as one batch or one read-write transaction."""
-    if face == "batch":
+    if writer_kind == "batch":
         with env.db.batch() as b:
             write(b)
     else:
         env.db.run_in_transaction(write)
 
 
-@pytest.fixture(params=FACES)
-def face(request: pytest.FixtureRequest) -> str:
+@pytest.fixture(params=WRITERS)
+def writer_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_insert_several_rows(env: Env, face: str) -> None:
+def test_insert_several_rows(env: Env, writer_kind: str) -> None:
     users, cols = env.names.users, env.names.user_columns
 
-    apply(env, face, lambda w: w.insert(users, columns=cols, values=[(2, "b"), (1, "a")]))
+    apply(env, writer_kind, lambda w: w.insert(users, columns=cols, values=[(2, "b"), (1, "a")]))
 
     assert env.user_rows() == [(1, "a"), (2, "b")]
 
 
 def test_insert_of_an_existing_key_is_already_exists_and_writes_nothing(
-    env: Env, face: str
+    env: Env, writer_kind: str
 ) -> None:
     users, cols = env.names.users, env.names.user_columns
     env.add_users(1)
@@ -49,22 +49,24 @@ def test_insert_of_an_existing_key_is_already_exists_and_writes_nothing(
         w.insert(users, columns=cols, values=[(1, "clash")])
 
     with pytest.raises(AlreadyExists) as caught:
-        apply(env, face, write)
+        apply(env, writer_kind, write)
 
     assert caught.value.code == "ALREADY_EXISTS"
     assert env.state() == ([(1, "user 1")], [])
 
 
-def test_update_changes_existing_rows(env: Env, face: str) -> None:
+def test_update_changes_existing_rows(env: Env, writer_kind: str) -> None:
     users, cols = env.names.users, env.names.user_columns
     env.add_users(1, 2)
 
-    apply(env, face, lambda w: w.update(users, columns=cols, values=[(2, "renamed")]))
+    apply(env, writer_kind, lambda w: w.update(users, columns=cols, values=[(2, "renamed")]))
 
     assert env.user_rows() == [(1, "user 1"), (2, "renamed")]
 
 
-def test_update_of_a_missing_row_is_not_found_and_writes_nothing(env: Env, face: str) -> None:
+def test_update_of_a_missing_row_is_not_found_and_writes_nothing(
+    env: Env, writer_kind: str
+) -> None:
     users, cols = env.names.users, env.names.user_columns
     env.add_users(1)
 
@@ -73,13 +75,13 @@ def test_update_of_a_missing_row_is_not_found_and_writes_nothing(env: Env, face:
         w.update(users, columns=cols, values=[(99, "ghost")])
 
     with pytest.raises(NotFound) as caught:
-        apply(env, face, write)
+        apply(env, writer_kind, write)
 
     assert caught.value.code == "NOT_FOUND"
     assert env.user_rows() == [(1, "user 1")]
 
 
-def test_insert_or_update_inserts_new_and_updates_existing(env: Env, face: str) -> None:
+def test_insert_or_update_inserts_new_and_updates_existing(env: Env, writer_kind: str) -> None:
     users, cols = env.names.users, env.names.user_columns
     env.add_users(1, 2)
 
@@ -88,12 +90,12 @@ def test_insert_or_update_inserts_new_and_updates_existing(env: Env, face: str) 
         # columns left out keep their value
         w.insert_or_update(users, columns=(env.names.user_id,), values=[(2,)])
 
-    apply(env, face, write)
+    apply(env, writer_kind, write)
 
     assert env.user_rows() == [(1, "updated"), (2, "user 2"), (3, "inserted")]
 
 
-def test_replace_writes_whole_rows(env: Env, face: str) -> None:
+def test_replace_writes_whole_rows(env: Env, writer_kind: str) -> None:
     users, cols = env.names.users, env.names.user_columns
     env.add_users(1, 2)
 
@@ -102,31 +104,31 @@ def test_replace_writes_whole_rows(env: Env, face: str) -> None:
         # columns left out become NULL, unlike insert_or_update
         w.replace(users, columns=(env.names.user_id,), values=[(2,)])
 
-    apply(env, face, write)
+    apply(env, writer_kind, write)
 
     assert env.user_rows() == [(1, "replaced"), (2, None), (3, "inserted")]
 
 
-def test_delete_by_keys(env: Env, face: str) -> None:
+def test_delete_by_keys(env: Env, writer_kind: str) -> None:
     env.add_users(1, 2, 3)
 
     # a key that does not exist is not an error (Spanner's delete)
-    apply(env, face, lambda w: w.delete(env.names.users, keys=[(1,), (3,), (99,)]))
+    apply(env, writer_kind, lambda w: w.delete(env.names.users, keys=[(1,), (3,), (99,)]))
 
     assert env.user_rows() == [(2, "user 2")]
 
 
-def test_delete_cascades_to_interleaved_messages(env: Env, face: str) -> None:
+def test_delete_cascades_to_interleaved_messages(env: Env, writer_kind: str) -> None:
     env.add_users(1, 2)
     env.send(1, "a")
     env.send(2, "b")
 
-    apply(env, face, lambda w: w.delete(env.names.users, keys=[(2,)]))
+    apply(env, writer_kind, lambda w: w.delete(env.names.users, keys=[(2,)]))
 
     assert env.state() == ([(1, "user 1")], [(1, "a")])
 
 
-def test_send_and_ack_as_mutations(env: Env, face: str) -> None:
+def test_send_and_ack_as_mutations(env: Env, writer_kind: str) -> None:
     env.add_users(1)
     env.send(1, "old")
 
@@ -134,12 +136,14 @@ def test_send_and_ack_as_mutations(env: Env, face: str) -> None:
         w.ack(queue=env.tasks, key=(1, "old"))
         w.send(queue=env.tasks, key=(1, "next"), payload=b"n")
 
-    apply(env, face, write)
+    apply(env, writer_kind, write)
 
     assert env.task_keys() == [(1, "next")]
 
 
-def test_send_of_an_existing_key_is_already_exists_and_writes_nothing(env: Env, face: str) -> None:
+def test_send_of_an_existing_key_is_already_exists_and_writes_nothing(
+    env: Env, writer_kind: str
+) -> None:
     env.add_users(1)
     env.send(1, "dup")
 
@@ -148,14 +152,14 @@ def test_send_of_an_existing_key_is_already_exists_and_writes_nothing(env: Env, 
         w.send(queue=env.tasks, key=(1, "dup"), payload=b"again")
 
     with pytest.raises(AlreadyExists):
-        apply(env, face, write)
+        apply(env, writer_kind, write)
 
     assert env.state() == ([(1, "user 1")], [(1, "dup")])
     m = env.receive_one()
     assert m.payload == b"payload", "the original message must be untouched"
 
 
-def test_sends_alone_with_one_taken_key_write_none_of_them(env: Env, face: str) -> None:
+def test_sends_alone_with_one_taken_key_write_none_of_them(env: Env, writer_kind: str) -> None:
     """Sends that are the whole transaction (one flush, at commit) are undone together too."""
     env.add_users(1)
     env.send(1, "taken")
@@ -166,13 +170,13 @@ def test_sends_alone_with_one_taken_key_write_none_of_them(env: Env, face: str) 
         w.send(queue=env.tasks, key=(1, "b"), payload=b"b")
 
     with pytest.raises(AlreadyExists) as caught:
-        apply(env, face, write)
+        apply(env, writer_kind, write)
 
     assert repr((1, "taken")) in str(caught.value)
     assert env.task_keys() == [(1, "taken")]
 
 
-def test_one_key_sent_twice_in_a_transaction_is_already_exists(env: Env, face: str) -> None:
+def test_one_key_sent_twice_in_a_transaction_is_already_exists(env: Env, writer_kind: str) -> None:
     env.add_users(1)
 
     def write(w: Any) -> None:
@@ -181,13 +185,15 @@ def test_one_key_sent_twice_in_a_transaction_is_already_exists(env: Env, face: s
         w.send(queue=env.tasks, key=(1, "twice"), payload=b"second")
 
     with pytest.raises(AlreadyExists) as caught:
-        apply(env, face, write)
+        apply(env, writer_kind, write)
 
     assert repr((1, "twice")) in str(caught.value)
     assert env.task_keys() == []
 
 
-def test_a_send_against_a_unique_index_of_the_queue_is_already_exists(env: Env, face: str) -> None:
+def test_a_send_against_a_unique_index_of_the_queue_is_already_exists(
+    env: Env, writer_kind: str
+) -> None:
     """A unique index the application put on a queue refuses a send as the key would; the
     error is the index's (no key is taken), raised at once rather than retried."""
     env.db.update_ddl([f"CREATE UNIQUE INDEX TaskPayloads ON {env.tasks} (Payload)"])
@@ -201,7 +207,7 @@ def test_a_send_against_a_unique_index_of_the_queue_is_already_exists(env: Env, 
         w.send(queue=env.tasks, key=(1, "second"), payload=b"same")
 
     with pytest.raises(AlreadyExists):
-        apply(env, face, write)
+        apply(env, writer_kind, write)
 
     assert len(attempts) == 1
     assert env.task_keys() == [(1, "first")]
@@ -220,7 +226,7 @@ def test_sending_a_key_again_after_its_ack_is_a_new_message(env: Env) -> None:
     assert (again.key, again.payload, again.delivery_count) == ((1, "periodic"), b"run 2", 1)
 
 
-def test_ack_of_a_missing_message_fails_the_whole_batch(env: Env, face: str) -> None:
+def test_ack_of_a_missing_message_fails_the_whole_batch(env: Env, writer_kind: str) -> None:
     env.add_users(1)
 
     def write(w: Any) -> None:
@@ -228,12 +234,12 @@ def test_ack_of_a_missing_message_fails_the_whole_batch(env: Env, face: str) -> 
         w.ack(queue=env.tasks, key=(1, "missing"))
 
     with pytest.raises(NotFound):
-        apply(env, face, write)
+        apply(env, writer_kind, write)
 
     assert env.user_rows() == [(1, "user 1")]
 
 
-def test_mutations_apply_in_order(env: Env, face: str) -> None:
+def test_mutations_apply_in_order(env: Env, writer_kind: str) -> None:
     users, cols = env.names.users, env.names.user_columns
 
     def write(w: Any) -> None:
@@ -243,7 +249,7 @@ def test_mutations_apply_in_order(env: Env, face: str) -> None:
         w.insert(users, columns=cols, values=[(2, "gone")])
         w.delete(users, keys=[(2,)])
 
-    apply(env, face, write)
+    apply(env, writer_kind, write)
 
     assert env.state() == ([(1, "second")], [(1, "m")])
 

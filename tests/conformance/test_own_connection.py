@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from blocking import shared_loop
 
 from txqueue.errors import AlreadyExists, NotFound
 
-from .support import SKEW, BackgroundReceiver, Env, is_postgres, seconds, utcnow
+from .support import SKEW, BackgroundReceiver, Env, Face, is_postgres, seconds, utcnow
 
 INSERT_TASK = (
     "INSERT INTO usertasks (userid, messageid, payload) VALUES (:userid, :messageid, :payload)"
@@ -33,49 +34,91 @@ def sqlite_path(url: str) -> str:
 
 
 class AppConnection:
-    """A connection the application opened itself, with an open transaction on it."""
+    """A connection the application opened itself, with an open transaction on it.
 
-    def __init__(self, url: str, kind: str) -> None:
+    On the asyncio face it is what an asyncio application holds: a psycopg
+    ``AsyncConnection`` (or a SQLAlchemy connection of an async engine) on PostgreSQL; on
+    SQLite a sqlite3 connection the event loop's thread may use as well as the test's.
+    """
+
+    def __init__(self, url: str, kind: str, face: Face) -> None:
         self.kind = kind
         self._engine: Any = None
+        self._async: Any = None  # the awaitable connection the test's statements go through
+        self._loop = shared_loop() if face.is_async else None
         if kind == "sqlalchemy":
             import sqlalchemy
+            from sqlalchemy.ext.asyncio import create_async_engine
 
             sa_url = url.replace("postgresql://", "postgresql+psycopg://", 1)
-            self._engine = sqlalchemy.create_engine(sa_url)
-            self.conn: Any = self._engine.connect()
+            if self._loop is not None and is_postgres(url):
+                self._engine = create_async_engine(sa_url)
+                self._async = self._run(self._engine.connect())
+                self.conn: Any = self._async.sync_connection
+            else:
+                self._engine = sqlalchemy.create_engine(sa_url)
+                self.conn = self._engine.connect()
         elif is_postgres(url):
             import psycopg
 
-            self.conn = psycopg.connect(url)  # autocommit off: the first statement begins
+            if self._loop is not None:
+                self._async = self._run(psycopg.AsyncConnection.connect(url))
+                self.conn = self._async
+            else:
+                self.conn = psycopg.connect(url)  # autocommit off: the first statement begins
         else:
-            self.conn = sqlite3.connect(sqlite_path(url), timeout=10)
+            same_thread = self._loop is None
+            self.conn = sqlite3.connect(sqlite_path(url), timeout=10, check_same_thread=same_thread)
+
+    def _run(self, awaitable: Any) -> Any:
+        assert self._loop is not None
+        return self._loop.run(_awaited(awaitable))
 
     def execute(self, sql: str, params: dict[str, Any]) -> int:
         if self.kind == "sqlalchemy":
             import sqlalchemy
 
+            if self._async is not None:
+                return int(self._run(self._async.execute(sqlalchemy.text(sql), params)).rowcount)
             return int(self.conn.execute(sqlalchemy.text(sql), params).rowcount)
         if isinstance(self.conn, sqlite3.Connection):
             return self.conn.execute(sql, params).rowcount
-        return int(self.conn.execute(re.sub(r":(\w+)", r"%(\1)s", sql), params).rowcount)
+        statement = re.sub(r":(\w+)", r"%(\1)s", sql)
+        if self._async is not None:
+            return int(self._run(self._async.execute(statement, params)).rowcount)
+        return int(self.conn.execute(statement, params).rowcount)
 
     def commit(self) -> None:
-        self.conn.commit()
+        if self._async is not None:
+            self._run(self._async.commit())
+        else:
+            self.conn.commit()
 
     def rollback(self) -> None:
-        self.conn.rollback()
+        if self._async is not None:
+            self._run(self._async.rollback())
+        else:
+            self.conn.rollback()
 
     def close(self) -> None:
+        if self._async is not None:
+            self._run(self._async.close())
+            if self._engine is not None:
+                self._run(self._engine.dispose())
+            return
         self.conn.close()
         if self._engine is not None:
             self._engine.dispose()
 
 
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
 @pytest.fixture(params=["driver", "sqlalchemy"])
 def app(request: pytest.FixtureRequest, env: Env) -> Iterator[AppConnection]:
     """The app's own connection: sqlite3 or psycopg ("driver"), or a SQLAlchemy Connection."""
-    connection = AppConnection(env.url, str(request.param))
+    connection = AppConnection(env.url, str(request.param), env.face)
     try:
         yield connection
     finally:
@@ -171,7 +214,9 @@ def test_plain_sql_insert_from_the_app_is_a_send(env: Env, app: AppConnection) -
 
 def test_plain_sql_insert_wakes_a_running_receiver(env: Env, app: AppConnection) -> None:
     env.add_users(1)
-    receiver = BackgroundReceiver(env.url, env.tasks, max_duration=seconds(8), limit=1).start()
+    receiver = BackgroundReceiver(
+        env.url, env.tasks, face=env.face, max_duration=seconds(8), limit=1
+    ).start()
     time.sleep(1.0)  # pacing: let the stream reach its wait before the send
 
     app.execute(INSERT_TASK, {"userid": 1, "messageid": "raw", "payload": b"x"})
@@ -269,7 +314,7 @@ def test_joined_batch_applied_again_after_a_miss_keeps_the_app_writes(
 def test_each_app_commit_publishes_only_its_own_sends(env: Env, kind: str) -> None:
     """Two app transactions in a row on one connection: each send shows with its commit."""
     env.add_users(1)
-    first = AppConnection(env.url, kind)
+    first = AppConnection(env.url, kind, env.face)
     try:
         with env.db.batch(connection=first.conn) as b:
             b.send(queue=env.tasks, key=(1, "first"), payload=b"1")

@@ -216,7 +216,9 @@ def test_scheduled_message_arrives_on_a_running_stream(env: Env) -> None:
 
 def test_receive_started_on_empty_queue_gets_a_later_send(env: Env) -> None:
     env.add_users(1)
-    receiver = BackgroundReceiver(env.url, env.tasks, max_duration=seconds(8)).start()
+    receiver = BackgroundReceiver(
+        env.url, env.tasks, face=env.face, max_duration=seconds(8)
+    ).start()
     time.sleep(1.0)  # pacing: let the stream reach its wait before the send
     assert not receiver.arrived.is_set()
 

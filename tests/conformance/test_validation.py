@@ -18,6 +18,7 @@ from txqueue.errors import FailedPrecondition, InvalidArgument, NotFound, Txqueu
 from .support import (
     OTHER_DIALECT,
     Env,
+    Face,
     Names,
     default_dialect,
     dialect_name,
@@ -112,8 +113,8 @@ def seeded(env: Env) -> Env:
 
 
 @pytest.mark.parametrize("case", sorted(BAD_WRITES))
-@pytest.mark.parametrize("face", ["batch", "transaction"])
-def test_bad_write_is_refused_and_changes_nothing(seeded: Env, face: str, case: str) -> None:
+@pytest.mark.parametrize("writer_kind", ["batch", "transaction"])
+def test_bad_write_is_refused_and_changes_nothing(seeded: Env, writer_kind: str, case: str) -> None:
     env = seeded
     expected, bad = BAD_WRITES[case]
     before = env.state()
@@ -125,7 +126,7 @@ def test_bad_write_is_refused_and_changes_nothing(seeded: Env, face: str, case: 
         bad(env, w)
 
     with pytest.raises(expected) as caught:
-        if face == "batch":
+        if writer_kind == "batch":
             with env.db.batch() as b:
                 write(b)
         else:
@@ -237,53 +238,53 @@ def test_ddl_of_the_other_dialect_is_refused(env: Env) -> None:
 # -- the dialect record ------------------------------------------------------------------
 
 
-def test_default_dialect_follows_the_engine(database_url: str) -> None:
-    with txqueue.connect(database_url) as db:
+def test_default_dialect_follows_the_engine(face: Face, database_url: str) -> None:
+    with face.connect(database_url) as db:
         assert db.dialect == default_dialect(database_url)
         assert isinstance(db.dialect, txqueue.Dialect)
         assert isinstance(db.dialect, str)
 
 
-def test_reconnecting_with_another_dialect_is_refused(database_url: str) -> None:
-    with txqueue.connect(database_url) as db:
+def test_reconnecting_with_another_dialect_is_refused(face: Face, database_url: str) -> None:
+    with face.connect(database_url) as db:
         recorded = dialect_name(db.dialect)
         db.update_ddl(list(Names.for_dialect(recorded).ddl))  # the first DDL records it
 
     with pytest.raises(InvalidArgument) as caught:
-        txqueue.connect(database_url, dialect=OTHER_DIALECT[recorded])
+        face.connect(database_url, dialect=OTHER_DIALECT[recorded])
     assert caught.value.code == "INVALID_ARGUMENT"
 
-    with txqueue.connect(database_url, dialect=recorded) as db:
+    with face.connect(database_url, dialect=recorded) as db:
         assert db.dialect == recorded
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == recorded
 
 
-def test_reconnecting_adopts_a_recorded_non_default_dialect(database_url: str) -> None:
+def test_reconnecting_adopts_a_recorded_non_default_dialect(face: Face, database_url: str) -> None:
     default = default_dialect(database_url)
     other = OTHER_DIALECT[default]
-    with txqueue.connect(database_url, dialect=other) as db:
+    with face.connect(database_url, dialect=other) as db:
         assert db.dialect == other
         db.update_ddl(list(Names.for_dialect(other).ddl))  # the first DDL records it
 
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == other
     with pytest.raises(InvalidArgument):
-        txqueue.connect(database_url, dialect=default)
+        face.connect(database_url, dialect=default)
 
 
-def test_unknown_dialect_is_refused_and_records_nothing(database_url: str) -> None:
+def test_unknown_dialect_is_refused_and_records_nothing(face: Face, database_url: str) -> None:
     with pytest.raises(InvalidArgument):
-        txqueue.connect(database_url, dialect="mysql")
+        face.connect(database_url, dialect="mysql")
 
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == default_dialect(database_url)
 
 
-def test_non_default_dialect_round_trip(database_url: str) -> None:
+def test_non_default_dialect_round_trip(face: Face, database_url: str) -> None:
     other = OTHER_DIALECT[default_dialect(database_url)]
-    with txqueue.connect(database_url, dialect=other) as db:
-        env = Env(db, database_url)
+    with face.connect(database_url, dialect=other) as db:
+        env = Env(db, database_url, face)
         db.update_ddl(list(env.names.ddl))
         env.add_users(1)
         env.send(1, "cross", b"dialect")
@@ -295,8 +296,8 @@ def test_non_default_dialect_round_trip(database_url: str) -> None:
         assert env.receive(max_duration=seconds(1)) == []
 
 
-def test_connect_as_context_manager_and_explicit_close(database_url: str) -> None:
-    db = txqueue.connect(database_url)
+def test_connect_as_context_manager_and_explicit_close(face: Face, database_url: str) -> None:
+    db = face.connect(database_url)
     db.close()
-    with txqueue.connect(database_url) as db:
+    with face.connect(database_url) as db:
         assert db.dialect == default_dialect(database_url)

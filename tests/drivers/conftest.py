@@ -15,6 +15,12 @@ import pytest
 from .support import Harness, open_driver
 
 
+@pytest.fixture
+def pg_database_url(supplied_pg_database_url: str) -> str:
+    """Each PostgreSQL test's fresh database, made ahead of need (see the root conftest)."""
+    return supplied_pg_database_url
+
+
 @pytest.fixture(params=["sync", "async"])
 def face(request: pytest.FixtureRequest) -> str:
     """The generated sync driver, then the asyncio driver it is generated from."""
