@@ -6,6 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from blocking import Blocking
 
 import txqueue
 from txqueue.errors import Aborted, AlreadyExists
@@ -355,3 +356,14 @@ def test_string_payload_queue_returns_text(env: Env) -> None:
 def test_wait_until_helper_fails_when_condition_never_holds() -> None:
     with pytest.raises(AssertionError):
         wait_until(lambda: False, timeout=0.2, what="never")
+
+
+def test_each_face_is_the_one_its_id_names(env: Env) -> None:
+    """The [async-...] cases drive the AsyncDatabase (through the Blocking view), never the
+    blocking Database: a view that fell back to the blocking face would pass unnoticed."""
+    if env.face.is_async:
+        assert isinstance(env.db, Blocking)
+        assert isinstance(env.db.target, txqueue.AsyncDatabase)
+        assert isinstance(env.db.batch(), Blocking)
+    else:
+        assert isinstance(env.db, txqueue.Database)
