@@ -3,9 +3,12 @@ rollback, each with its refusals."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from blocking import shared_loop
 
 from txqueue.drivers.protocol import AckParams, DeleteParams, SendParams, WriteKind, WriteParams
 from txqueue.errors import AlreadyExists, FailedPrecondition, NotFound, OutOfRange
@@ -195,3 +198,51 @@ def test_transaction_load_catalog_matches_the_drivers(harness: Harness) -> None:
     finally:
         transaction.rollback()
     assert (tables, indexes) == harness.driver.load_catalog()
+
+
+class CallersConnection:
+    """The application's own connection with a transaction open on it: sqlite3 (usable from
+    the event loop's thread too), psycopg, or psycopg's AsyncConnection for the asyncio driver."""
+
+    def __init__(self, url: str, face: str) -> None:
+        self._loop = shared_loop() if face == "async" else None
+        if url.startswith("sqlite"):
+            path = url.removeprefix("sqlite:///").split("?", 1)[0]
+            self.connection: Any = sqlite3.connect(path, timeout=10, check_same_thread=False)
+            return
+        import psycopg  # the postgres extra
+
+        if self._loop is not None:
+            self.connection = self._loop.run(_awaited(psycopg.AsyncConnection.connect(url)))
+        else:
+            self.connection = psycopg.connect(url)
+
+    def _call(self, method: str) -> None:
+        result = getattr(self.connection, method)()
+        if self._loop is not None and not isinstance(self.connection, sqlite3.Connection):
+            self._loop.run(_awaited(result))
+
+    def commit(self) -> None:
+        self._call("commit")
+
+    def close(self) -> None:
+        self._call("close")
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def test_begin_on_the_callers_connection_leaves_the_commit_to_the_caller(
+    harness: Harness, face: str
+) -> None:
+    caller = CallersConnection(harness.url, face)
+    try:
+        transaction = harness.driver.begin(caller.connection)
+        transaction.send(SendParams(harness.jobs, ("joined",), b"x", None))
+        transaction.commit()  # a savepoint released: the caller's transaction is still open
+        assert harness.job_ids() == []
+        caller.commit()
+        assert harness.job_ids() == ["joined"]
+    finally:
+        caller.close()
