@@ -16,6 +16,7 @@ from blocking import Blocking, shared_loop
 from txqueue._async.drivers import open_driver as open_async_driver_for_url
 from txqueue._sync.drivers import open_driver as open_sync_driver_for_url
 from txqueue.core.schema import Dialect, Table
+from txqueue.drivers.engines import traits_for
 from txqueue.drivers.protocol import (
     AckParams,
     ReceiveParams,
@@ -54,6 +55,8 @@ class Harness:
     def __init__(self, driver: Any, url: str, jobs: Table, accounts: Table) -> None:
         self.driver = driver
         self.url = url
+        #: what the engine's SQL looks like (its parameter marker), from the engine registry
+        self.traits = traits_for(url)
         self.jobs = jobs
         self.accounts = accounts
 

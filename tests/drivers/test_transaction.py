@@ -129,7 +129,7 @@ def test_a_refused_ack_takes_the_transaction_down(harness: Harness) -> None:
 
 def test_execute_sql_reads_rows_with_parameters(harness: Harness) -> None:
     harness.add_accounts((1, "one"), (2, "two"))
-    marker = "?" if harness.url.startswith("sqlite") else "%s"
+    marker = harness.traits.marker
     rows = harness.query(f"SELECT name FROM accounts WHERE id = {marker}", [2])
     assert rows == [("two",)]
 
@@ -151,7 +151,7 @@ def test_note_sent_wakes_a_receiver_of_a_sql_insert(harness: Harness) -> None:
     receiver = harness.driver.open_receiver(harness.jobs)
     try:
         transaction = harness.driver.begin()
-        marker = "?" if harness.url.startswith("sqlite") else "%s"
+        marker = harness.traits.marker
         sql = f"INSERT INTO jobs (id, payload) VALUES ({marker}, {marker})"
         transaction.execute_update(sql, ["sql", b"x"])
         transaction.note_sent("Jobs")
