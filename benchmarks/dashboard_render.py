@@ -268,7 +268,7 @@ class _Explaining:
 def _explain_sqlite(url: str, params: Any) -> None:
     import sqlite3
 
-    from txqueue.core.url import parse_url
+    from txqueue.drivers.engines import parse_url
     from txqueue.drivers.sqlite import browse
 
     connection = sqlite3.connect(parse_url(url).target)

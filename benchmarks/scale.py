@@ -65,7 +65,7 @@ def quiesce(url: str) -> None:
     """Before a timed part, what the shared harness's adapters do: write the fill out of the
     WAL (SQLite ``wal_checkpoint(TRUNCATE)``, PostgreSQL ``CHECKPOINT``), so a part is not
     timed against a checkpoint of the fill it follows."""
-    from txqueue.core.url import parse_url
+    from txqueue.drivers.engines import parse_url
 
     target = parse_url(url).target
     if url.startswith("sqlite"):

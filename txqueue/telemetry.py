@@ -30,8 +30,6 @@ __all__ = ["TraceIds", "configure", "tracer"]
 
 #: Instrumentation scope of every span and metric.
 SCOPE = "txqueue"
-#: db.system.name of each engine (OpenTelemetry's well-known values).
-_DB_SYSTEM = {"sqlite": "sqlite", "postgres": "postgresql"}
 #: Received trace contexts not yet taken by a handler run, by lease token (bounded: a
 #: message received outside the worker is never taken).
 _KEEP = 10_000
@@ -187,15 +185,15 @@ def _extract(stored: str | None) -> Any:
     return _api.propagator.extract(carrier)
 
 
-def _attributes(operation: str, name: str, queue: str, engine: str | None) -> dict[str, Any]:
+def _attributes(operation: str, name: str, queue: str, db_system: str | None) -> dict[str, Any]:
     attributes = {
         "messaging.system": SCOPE,
         "messaging.destination.name": queue,
         "messaging.operation.type": operation,
         "messaging.operation.name": name,
     }
-    if engine is not None:
-        attributes["db.system.name"] = _DB_SYSTEM.get(engine, engine)
+    if db_system is not None:  # the engine's traits give OpenTelemetry's name for it
+        attributes["db.system.name"] = db_system
     return attributes
 
 
@@ -206,12 +204,12 @@ def _message_id(key: Any) -> str:
 # ---- send ----------------------------------------------------------------------------------
 
 
-def start_send(queue: str, key: Any, engine: str) -> Any:
+def start_send(queue: str, key: Any, db_system: str) -> Any:
     """A ``send`` PRODUCER span in the sender's context, or None when nothing records."""
     found = tracer()
     if found is None:
         return None
-    attributes = _attributes("send", "send", queue, engine)
+    attributes = _attributes("send", "send", queue, db_system)
     attributes["messaging.message.id"] = _message_id(key)
     return found.start_span(
         f"send {queue}", kind=_api.trace.SpanKind.PRODUCER, attributes=attributes
@@ -238,7 +236,7 @@ def receive_started() -> int | None:
     return None if tracer() is None else time_ns()
 
 
-def received(queue: str, messages: Any, engine: str, started: int) -> None:
+def received(queue: str, messages: Any, db_system: str, started: int) -> None:
     """A ``receive`` span for one leased batch, linked to each message's send context: the
     conventions' links for an operation that covers several messages."""
     links = []
@@ -246,7 +244,7 @@ def received(queue: str, messages: Any, engine: str, started: int) -> None:
         parent = _extract(_received.get(message.lease_token))
         if parent is not None:
             links.append(_api.trace.Link(_api.trace.get_current_span(parent).get_span_context()))
-    attributes = _attributes("receive", "receive", queue, engine)
+    attributes = _attributes("receive", "receive", queue, db_system)
     attributes["messaging.batch.message_count"] = len(messages)
     span = tracer().start_span(
         f"receive {queue}",
@@ -272,8 +270,9 @@ def start_process(message: Any, store: Any) -> Any:
     if found is None:
         _take(message.lease_token)
         return None
-    engine = getattr(getattr(store, "database", None), "engine", None)
-    attributes = _attributes("process", "process", message.queue, engine)
+    traits = getattr(getattr(store, "database", None), "traits", None)
+    db_system = None if traits is None else traits.db_system
+    attributes = _attributes("process", "process", message.queue, db_system)
     attributes["messaging.message.id"] = _message_id(message.key)
     attributes["messaging.message.delivery_count"] = message.delivery_count
     parent = _extract(_take(message.lease_token))

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import txqueue
 from txqueue.bench.systems import TxqueueSystem, ordered_key, random_key
 from txqueue.cli.main import main
-from txqueue.core.url import parse_url
+from txqueue.drivers.engines import parse_url
 
 MESSAGES = 120
 

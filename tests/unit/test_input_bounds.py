@@ -15,8 +15,8 @@ import pytest
 from txqueue.core.durations import parse_duration, require_aware, to_duration
 from txqueue.core.leases import is_token, token_expiration_micros, token_locator
 from txqueue.core.schema import Column, ColumnType
-from txqueue.core.url import parse_url
 from txqueue.core.values import check_value
+from txqueue.drivers.engines import parse_url
 from txqueue.errors import InvalidArgument
 from txqueue.events.cloudevent import from_json, make_event
 from txqueue.events.signing import sign, verify

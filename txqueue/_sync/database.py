@@ -28,6 +28,8 @@ from txqueue.drivers.base import (
     message_missing,
 )
 from txqueue.drivers.browse import browse_params, lookup_params
+from txqueue.drivers.engines import traits_named
+from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import Aborted, InvalidArgument, NotFound
 from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo, StoredMessage
 from txqueue.sql.ddl import check_against_catalog, parse_ddl, split_statements
@@ -97,8 +99,13 @@ class Database:
 
     @property
     def engine(self) -> str:
-        """``"sqlite"`` or ``"postgres"``."""
+        """The engine's name: sqlite or postgres."""
         return self._driver.engine
+
+    @property
+    def traits(self) -> EngineTraits:
+        """What sets this database's engine apart (placeholders, timestamps, writers, ...)."""
+        return traits_named(self._driver.engine)
 
     def now(self) -> datetime | None:
         """The pinned time, or None for the database's own clock."""
@@ -256,7 +263,7 @@ class Database:
             self._give_back(table, batch)
             raise CancelledError
         if started is not None and batch:
-            telemetry.received(table.name, batch, self.engine, started)
+            telemetry.received(table.name, batch, self.traits.db_system, started)
         return _mark_last(batch) if batch else []
 
     def receive(
@@ -307,7 +314,7 @@ class Database:
                     raise CancelledError
                 if batch:
                     if started is not None:
-                        telemetry.received(table.name, batch, self.engine, started)
+                        telemetry.received(table.name, batch, self.traits.db_system, started)
                     pending = _mark_last(batch)
                     while pending:
                         message = pending.pop(0)

@@ -31,7 +31,7 @@ __all__ = [
     "Table",
     "catalog_from_rows",
     "check_dialect",
-    "check_engine_names",
+    "check_reserved_names",
     "validate_name",
 ]
 
@@ -236,19 +236,10 @@ DdlStatement = CreateTable | DropTable | CreateIndex | DropIndex
 Catalog = tuple[dict[str, Table], dict[str, Index]]
 
 
-#: The name prefix each engine keeps for its own objects, case-insensitive: SQLite refuses
-#: tables and indexes named ``sqlite_…``; PostgreSQL looks unqualified names up in
-#: ``pg_catalog`` first, so a ``pg_…`` table could be hidden by a system one of that name.
-ENGINE_RESERVED_PREFIXES = {"sqlite": ("sqlite_", "SQLite"), "postgres": ("pg_", "PostgreSQL")}
-
-
-def check_engine_names(statements: Iterable[DdlStatement], engine: str) -> None:
+def check_reserved_names(statements: Iterable[DdlStatement], prefix: str, engine_name: str) -> None:
     """InvalidArgument, before anything is applied, for a table, queue or index that
-    ``statements`` would create under a name ``engine`` keeps for itself."""
-    reserved = ENGINE_RESERVED_PREFIXES.get(engine)
-    if reserved is None:
-        return
-    prefix, engine_name = reserved
+    ``statements`` would create under a name starting with ``prefix`` (in any case), which
+    the engine called ``engine_name`` keeps for its own objects (its traits say which)."""
     for statement in statements:
         if isinstance(statement, CreateTable):
             what = "queue" if statement.table.is_queue else "table"

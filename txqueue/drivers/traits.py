@@ -54,7 +54,9 @@ class EngineTraits:
     lower_case_names: bool
     #: True when ``%`` in engine SQL must be doubled (the DB-API driver's marker style).
     escape_percent: bool
-    #: The name prefix the engine keeps for its own objects (checked case-insensitively).
+    #: The name prefix the engine keeps for its own objects, in any case: SQLite refuses
+    #: tables named ``sqlite_…``; PostgreSQL looks unqualified names up in ``pg_catalog``
+    #: first, so a ``pg_…`` table could be hidden by a system one.
     reserved_prefix: str
     #: True when the URL's target is a file, created by connecting when missing.
     file_target: bool
@@ -63,9 +65,9 @@ class EngineTraits:
     #: Splits this engine's URL into target and txqueue's options (InvalidArgument if bad).
     parse: Callable[[str, SplitResult, dict[str, str]], DatabaseUrl]
     #: Opens the asyncio driver (`txqueue.drivers.protocol.AsyncDriver`) for a parsed URL.
-    open_async: Callable[[DatabaseUrl, Clock], Awaitable[AsyncDriver]]
+    open_async_driver: Callable[[DatabaseUrl, Clock], Awaitable[AsyncDriver]]
     #: Opens the sync driver (`txqueue.drivers.protocol.Driver`) for a parsed URL.
-    open_sync: Callable[[DatabaseUrl, Clock], Driver]
+    open_driver: Callable[[DatabaseUrl, Clock], Driver]
     #: The sqlglot dialect that writes the engine's SQL (loaded on first use).
     sqlglot_dialect: Callable[[], Any]
     #: Encodes a query parameter as the engine takes it: ``(value, is_json) -> value``.

@@ -28,7 +28,6 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
@@ -38,6 +37,7 @@ from txqueue.core.durations import MAX_DURATION, to_duration
 from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
 from txqueue.drivers._async_compat import done_within
+from txqueue.drivers.engines import with_pool_size as with_pool_size  # for the CLI
 from txqueue.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -540,14 +540,3 @@ def _pool_limits(concurrency: int) -> httpx.Limits:
 
 def _elapsed(clock: float) -> timedelta:
     return timedelta(seconds=time.monotonic() - clock)
-
-
-def with_pool_size(url: str, size: int) -> str:
-    """``url`` with a PostgreSQL pool of ``size`` connections, unless it sets one itself."""
-    parts = urlsplit(url)
-    if not parts.scheme.lower().startswith("postgres"):
-        return url
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(key == "pool_size" for key, _ in query):
-        return url
-    return urlunsplit(parts._replace(query=urlencode([*query, ("pool_size", str(size))])))

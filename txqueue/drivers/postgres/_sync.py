@@ -32,7 +32,7 @@ from txqueue.core.schema import (
     DropTable,
     Table,
     check_dialect,
-    check_engine_names,
+    check_reserved_names,
 )
 from txqueue.drivers._sync_compat import monotonic, run_blocking, sleep
 from txqueue.drivers.base import (
@@ -72,6 +72,7 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
+from txqueue.drivers.postgres.traits import TRAITS
 from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.models import DeadLetter, LeaseRenewal, Message, StoredMessage
 
@@ -253,7 +254,7 @@ class PostgresDriver:
         return self._with_connection(read_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
-        check_engine_names(statements, self.engine)
+        check_reserved_names(statements, TRAITS.reserved_prefix, TRAITS.display_name)
         connection = self.get()
         try:
             with map_errors():

@@ -31,7 +31,7 @@ def _parse(url: str, parts: SplitResult, query: dict[str, str]) -> DatabaseUrl:
     return DatabaseUrl(TRAITS.name, target, options)
 
 
-async def _open_async(url: DatabaseUrl, clock: Clock) -> AsyncDriver:
+async def _open_async_driver(url: DatabaseUrl, clock: Clock) -> AsyncDriver:
     try:
         from txqueue.drivers.postgres._async import AsyncPostgresDriver
     except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -43,7 +43,7 @@ async def _open_async(url: DatabaseUrl, clock: Clock) -> AsyncDriver:
     return driver
 
 
-def _open_sync(url: DatabaseUrl, clock: Clock) -> Driver:
+def _open_driver(url: DatabaseUrl, clock: Clock) -> Driver:
     try:
         from txqueue.drivers.postgres._sync import PostgresDriver
     except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -88,8 +88,8 @@ TRAITS = EngineTraits(
     file_target=False,
     pool_size_option="pool_size",
     parse=_parse,
-    open_async=_open_async,
-    open_sync=_open_sync,
+    open_async_driver=_open_async_driver,
+    open_driver=_open_driver,
     sqlglot_dialect=_dialect,
     encode_parameter=_encode_parameter,
     decoder=_decoder,

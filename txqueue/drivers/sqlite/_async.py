@@ -20,7 +20,7 @@ from txqueue.core.schema import (
     DdlStatement,
     Dialect,
     Table,
-    check_engine_names,
+    check_reserved_names,
 )
 from txqueue.drivers._async_compat import Lock, acquire, monotonic, run_blocking, wait_readable
 from txqueue.drivers.base import (
@@ -39,6 +39,7 @@ from txqueue.drivers.buffered import FLUSH_AT
 from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.pool import SqlitePool
+from txqueue.drivers.sqlite.traits import TRAITS
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import Aborted, InvalidArgument
 from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
@@ -313,7 +314,7 @@ class AsyncSqliteDriver:
         return await self._with_connection(catalog.load_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
-        check_engine_names(statements, self.engine)
+        check_reserved_names(statements, TRAITS.reserved_prefix, TRAITS.display_name)
         await self._with_connection(
             catalog.apply_ddl, statements, self.deliver_column, self.dialect
         )

@@ -53,13 +53,13 @@ def _driver_options(url: DatabaseUrl) -> tuple[str, str, timedelta]:
     return url.target, url.options.get("synchronous", "FULL"), busy
 
 
-async def _open_async(url: DatabaseUrl, clock: Clock) -> AsyncDriver:
+async def _open_async_driver(url: DatabaseUrl, clock: Clock) -> AsyncDriver:
     from txqueue.drivers.sqlite._async import AsyncSqliteDriver
 
     return AsyncSqliteDriver(*_driver_options(url), clock)
 
 
-def _open_sync(url: DatabaseUrl, clock: Clock) -> Driver:
+def _open_driver(url: DatabaseUrl, clock: Clock) -> Driver:
     from txqueue.drivers.sqlite._sync import SqliteDriver
 
     return SqliteDriver(*_driver_options(url), clock)
@@ -127,8 +127,8 @@ TRAITS = EngineTraits(
     file_target=True,
     pool_size_option=None,
     parse=_parse,
-    open_async=_open_async,
-    open_sync=_open_sync,
+    open_async_driver=_open_async_driver,
+    open_driver=_open_driver,
     sqlglot_dialect=_dialect,
     encode_parameter=_encode_parameter,
     decoder=_decoder,

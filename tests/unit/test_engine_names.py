@@ -1,0 +1,60 @@
+"""Engine knowledge stays under txqueue/drivers: everything else asks the engine's traits.
+
+A comparison with an engine's name elsewhere (``engine == "sqlite"``, a ``"postgres"``
+literal) is a decision a third engine would have to find and change by hand; the traits
+(`txqueue.drivers.traits.EngineTraits`, chosen by `txqueue.drivers.engines`) hold it once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from txqueue.drivers import engines
+
+PACKAGE = Path(__file__).resolve().parents[2] / "txqueue"
+ENGINE_NAME = re.compile(r"""engine\s*[!=]=|["'](sqlite|postgres)["']""")
+
+
+def test_no_engine_name_is_compared_outside_the_drivers() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "drivers" not in path.relative_to(PACKAGE).parts[:1]
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if ENGINE_NAME.search(line)
+    ]
+    assert found == [], "engine names outside txqueue/drivers:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [
+        ("sqlite:///app.db", "sqlite"),
+        ("SQLITE:///app.db", "sqlite"),
+        ("postgresql://localhost/app", "postgres"),
+        ("postgres://localhost/app", "postgres"),
+        ("postgresql+psycopg://localhost/app", "postgres"),
+    ],
+)
+def test_each_url_scheme_chooses_its_engine_once(url: str, name: str) -> None:
+    traits = engines.traits_for(url)
+    assert traits.name == name
+    assert engines.traits_named(name) is traits
+    assert engines.parse_url(url).engine == name
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///app.db", "sqlite:///app.db"),  # no pool to size
+        ("postgresql://h/db", "postgresql://h/db?pool_size=6"),
+        ("postgresql://h/db?sslmode=require", "postgresql://h/db?sslmode=require&pool_size=6"),
+        ("postgresql://h/db?pool_size=2", "postgresql://h/db?pool_size=2"),  # the URL's own
+        ("mysql://h/db", "mysql://h/db"),  # left for connecting to report
+    ],
+)
+def test_the_pool_size_is_added_where_the_engine_pools_connections(url: str, expected: str) -> None:
+    assert engines.with_pool_size(url, 6) == expected
