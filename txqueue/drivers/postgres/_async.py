@@ -56,6 +56,7 @@ from txqueue.drivers.postgres.codec import (
 )
 from txqueue.drivers.postgres.connections import AsyncPooledConnection
 from txqueue.drivers.postgres.floors import ReceiveFloors
+from txqueue.drivers.postgres.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.postgres.notifier import Notifier
 from txqueue.drivers.postgres.statements import (
     ADD_TRACE_COLUMNS,
@@ -72,7 +73,6 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
-from txqueue.drivers.postgres.traits import TRAITS
 from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.models import DeadLetter, LeaseRenewal, Message, StoredMessage
 
@@ -254,7 +254,7 @@ class AsyncPostgresDriver:
         return await self._with_connection(read_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
-        check_reserved_names(statements, TRAITS.reserved_prefix, TRAITS.display_name)
+        check_reserved_names(statements, RESERVED_PREFIX, DISPLAY_NAME)
         connection = await self.get()
         try:
             with map_errors():

@@ -10,6 +10,7 @@ from urllib.parse import SplitResult, urlencode, urlunsplit
 
 from txqueue.core.schema import Column
 from txqueue.core.url import DatabaseUrl, integer_option
+from txqueue.drivers.postgres.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.traits import Clock, EngineTraits
 from txqueue.errors import InvalidArgument
 
@@ -74,7 +75,7 @@ def _decoder() -> Callable[[Column, Any], Any] | None:
 
 TRAITS = EngineTraits(
     name="postgres",
-    display_name="PostgreSQL",
+    display_name=DISPLAY_NAME,
     schemes=("postgresql", "postgres", "postgresql+psycopg"),
     db_system="postgresql",
     marker="%s",
@@ -84,7 +85,7 @@ TRAITS = EngineTraits(
     emulates_types=False,
     lower_case_names=True,
     escape_percent=True,
-    reserved_prefix="pg_",
+    reserved_prefix=RESERVED_PREFIX,
     file_target=False,
     pool_size_option="pool_size",
     parse=_parse,

@@ -38,8 +38,8 @@ from txqueue.drivers.base import (
 from txqueue.drivers.buffered import FLUSH_AT
 from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
+from txqueue.drivers.sqlite.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.sqlite.pool import SqlitePool
-from txqueue.drivers.sqlite.traits import TRAITS
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import Aborted, InvalidArgument
 from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
@@ -314,7 +314,7 @@ class AsyncSqliteDriver:
         return await self._with_connection(catalog.load_catalog)
 
     async def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
-        check_reserved_names(statements, TRAITS.reserved_prefix, TRAITS.display_name)
+        check_reserved_names(statements, RESERVED_PREFIX, DISPLAY_NAME)
         await self._with_connection(
             catalog.apply_ddl, statements, self.deliver_column, self.dialect
         )

@@ -38,8 +38,8 @@ from txqueue.drivers.base import (
 from txqueue.drivers.buffered import FLUSH_AT
 from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
+from txqueue.drivers.sqlite.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.sqlite.pool import SqlitePool
-from txqueue.drivers.sqlite.traits import TRAITS
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import Aborted, InvalidArgument
 from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
@@ -312,7 +312,7 @@ class SqliteDriver:
         return self._with_connection(catalog.load_catalog)
 
     def apply_ddl(self, statements: Sequence[DdlStatement]) -> None:
-        check_reserved_names(statements, TRAITS.reserved_prefix, TRAITS.display_name)
+        check_reserved_names(statements, RESERVED_PREFIX, DISPLAY_NAME)
         self._with_connection(catalog.apply_ddl, statements, self.deliver_column, self.dialect)
 
     def begin(self, connection: Any = None, read_only: bool = False) -> SqliteTransaction:

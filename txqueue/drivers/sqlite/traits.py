@@ -15,6 +15,7 @@ from urllib.parse import SplitResult
 from txqueue.core.durations import to_micros
 from txqueue.core.schema import Column
 from txqueue.core.url import DatabaseUrl, integer_option
+from txqueue.drivers.sqlite.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.traits import Clock, EngineTraits
 from txqueue.errors import InvalidArgument
 
@@ -113,7 +114,7 @@ def _decoder() -> Callable[[Column, Any], Any] | None:
 
 TRAITS = EngineTraits(
     name="sqlite",
-    display_name="SQLite",
+    display_name=DISPLAY_NAME,
     schemes=("sqlite",),
     db_system="sqlite",
     marker="?",
@@ -123,7 +124,7 @@ TRAITS = EngineTraits(
     emulates_types=True,
     lower_case_names=False,
     escape_percent=False,
-    reserved_prefix="sqlite_",
+    reserved_prefix=RESERVED_PREFIX,
     file_target=True,
     pool_size_option=None,
     parse=_parse,
