@@ -621,12 +621,12 @@ async def test_links_and_forms_carry_the_base_path(db: txqueue.Database, queue: 
 def test_estimated_counts_are_marked_and_shown_with_a_tilde(db: txqueue.Database) -> None:
     """A queue too large to count (more than 100,000 rows) comes back estimated; filling one
     would take longer than the rest of this module, so the row is handed to the template."""
-    from txqueue.web import display, pages
+    from txqueue.web import display
 
     templates = create_app(db).state.txqueue.templates
-    row = pages._OverviewRow("big", 897_000, 52_250, 50_750, 20_000, 3618.4, True, 10, 1)
+    row = txqueue.QueueInfo("big", 897_000, 52_250, 50_750, 20_000, 3618.4, estimated=True)
     html = templates.get_template("fragments/queues.html").render(
-        queues=[row], base_path="", age=display.age
+        queues=[row], totals={"big": (10, 1)}, base_path="", age=display.age
     )
     cells = parse(html).find("tr", data_queue="big").find_all("td", data_count=True)
     assert [(cell.text, cell.has("data-estimated")) for cell in cells] == [

@@ -6,10 +6,9 @@ from datetime import timedelta
 from typing import Any
 
 from txqueue.core.schema import Table
-from txqueue.models import DeadLetter
+from txqueue.models import DeadLetter, QueueInfo
 from txqueue.web.services import (
     PipelineRow,
-    QueueRow,
     ThroughputSeries,
     UndeliveredRow,
     encode_payload,
@@ -36,7 +35,7 @@ def _seconds(value: timedelta | None) -> float | None:
     return None if value is None else value.total_seconds()
 
 
-def queue_json(row: QueueRow) -> dict[str, Any]:
+def queue_json(row: QueueInfo) -> dict[str, Any]:
     return {
         "name": row.name,
         "ready": row.ready,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
@@ -158,48 +157,23 @@ def _queue_path(name: str) -> str:
 # ---- overview ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _OverviewRow:
-    name: str
-    ready: int
-    leased: int
-    scheduled: int
-    dead_letters: int
-    oldest_ready_age_seconds: float | None
-    estimated: bool
-    handled: int
-    failed: int
-
-
-def _overview_rows(state: WebState) -> list[_OverviewRow]:
-    totals = services.throughput_totals(state.database)
-    rows = []
-    for row in services.overview(state.database):
-        handled, failed = totals.get(row.name, (0, 0))
-        rows.append(
-            _OverviewRow(
-                row.name,
-                row.ready,
-                row.leased,
-                row.scheduled,
-                row.dead_letters,
-                row.oldest_ready_age_seconds,
-                row.estimated,
-                handled,
-                failed,
-            )
-        )
-    return rows
+def _overview(state: WebState) -> dict[str, Any]:
+    """The overview table's context: every queue's counts, and its handled / failed totals of
+    the last hour by queue name."""
+    return {
+        "queues": services.overview(state.database),
+        "totals": services.throughput_totals(state.database),
+    }
 
 
 def overview_page(request: Request, state: WebState) -> Response:
     """Every queue with its counts, and the last hour's throughput chart."""
-    return _render(request, "overview.html", {"queues": _overview_rows(state)})
+    return _render(request, "overview.html", _overview(state))
 
 
 def queues_fragment(request: Request, state: WebState) -> Response:
     """The overview table's rows, for htmx polling."""
-    return _render(request, "fragments/queues.html", {"queues": _overview_rows(state)})
+    return _render(request, "fragments/queues.html", _overview(state))
 
 
 def throughput_data(request: Request, state: WebState) -> Response:

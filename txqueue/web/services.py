@@ -33,7 +33,6 @@ __all__ = [
     "MessagePage",
     "PayloadViews",
     "PipelineRow",
-    "QueueRow",
     "ThroughputSeries",
     "UndeliveredRow",
     "dead_letters",
@@ -219,36 +218,9 @@ def payload_views(payload: Any) -> PayloadViews:
 # ---- queues ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class QueueRow:
-    """One queue on the overview; ``estimated`` counts come from the planner's statistics."""
-
-    name: str
-    ready: int
-    leased: int
-    scheduled: int
-    dead_letters: int
-    oldest_ready_age_seconds: float | None
-    estimated: bool
-
-
-def overview(database: txqueue.Database) -> list[QueueRow]:
+def overview(database: txqueue.Database) -> list[txqueue.QueueInfo]:
     """Every queue with its counts (estimated where counting would scan millions of rows)."""
-    rows = []
-    for table in database.queues():
-        info = _queue_info(database, table.name)
-        rows.append(
-            QueueRow(
-                info.name,
-                info.ready,
-                info.leased,
-                info.scheduled,
-                info.dead_letters,
-                info.oldest_ready_age_seconds,
-                info.estimated,
-            )
-        )
-    return rows
+    return [_queue_info(database, table.name) for table in database.queues()]
 
 
 def _queue_info(database: txqueue.Database, name: str) -> txqueue.QueueInfo:
