@@ -44,9 +44,12 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session."""
+    """One headless Chromium for a test module. Not for the session: Playwright's sync API
+    keeps an asyncio loop running in this thread while it is open, and every asyncio test
+    collected after the browser tests would then fail ("Runner.run() cannot be called from a
+    running event loop")."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
