@@ -204,12 +204,15 @@ def _message_id(key: Any) -> str:
 # ---- send ----------------------------------------------------------------------------------
 
 
-def start_send(queue: str, key: Any, db_system: str) -> Any:
-    """A ``send`` PRODUCER span in the sender's context, or None when nothing records."""
+def start_send(queue: str, key: Any, database: Any) -> Any:
+    """A ``send`` PRODUCER span in the sender's context, or None when nothing records.
+
+    ``database`` (either face) gives the engine's name only when a span is made: this runs
+    once per message sent."""
     found = tracer()
     if found is None:
         return None
-    attributes = _attributes("send", "send", queue, db_system)
+    attributes = _attributes("send", "send", queue, database.traits.db_system)
     attributes["messaging.message.id"] = _message_id(key)
     return found.start_span(
         f"send {queue}", kind=_api.trace.SpanKind.PRODUCER, attributes=attributes

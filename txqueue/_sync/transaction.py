@@ -79,7 +79,7 @@ class Transaction:
         if deliver_time is None:
             deliver_time = self._database.now()  # a pinned clock decides "now" here too
         params = prepare_send(schema, key, payload, deliver_time)
-        span = telemetry.start_send(schema.name, params.key, self._database.traits.db_system)
+        span = telemetry.start_send(schema.name, params.key, self._database)
         if span is None:
             self._transaction.send(params)
             return

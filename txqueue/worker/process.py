@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from txqueue import telemetry
 from txqueue.errors import FailedPrecondition, NotFound
@@ -56,14 +57,19 @@ class Handling:
     handler_done: Callable[[], None] = lambda: None
 
 
-async def process(handling: Handling, access: DatabaseAccess) -> Outcome:
+def process(handling: Handling, access: DatabaseAccess) -> Awaitable[Outcome]:
     """Handle one delivery to the end and say what happened to the message.
 
-    With OpenTelemetry tracing on, inside a ``process`` span (``txqueue.telemetry``).
+    With OpenTelemetry tracing on, inside a ``process`` span (``txqueue.telemetry``); without,
+    the handling itself (no coroutine around it: this runs once per message).
     """
     span = telemetry.start_process(handling.message, access)
     if span is None:
-        return await _process(handling, access)
+        return _process(handling, access)
+    return _traced(span, handling, access)
+
+
+async def _traced(span: Any, handling: Handling, access: DatabaseAccess) -> Outcome:
     handling.lease.span = span
     try:
         with telemetry.current(span):

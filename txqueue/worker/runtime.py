@@ -412,9 +412,13 @@ class Worker:
             handling.handler_done = _nothing  # it holds the handling: no cycle past the end
             self._waiting.discard(id(handling))
             self._tasks.pop(id(handling), None)
-        if outcome is not None:
-            with telemetry.current(handling.lease.span):  # the log line carries its trace id
-                self._report(outcome)
+        if outcome is None:
+            return
+        if handling.lease.span is None:
+            self._report(outcome)
+            return
+        with telemetry.current(handling.lease.span):  # the log line carries its trace id
+            self._report(outcome)
 
     def _writer(self, handling: Handling) -> contextlib.AbstractAsyncContextManager[Any]:
         """SQLite has one writer: its transactional handlers run one at a time per process
