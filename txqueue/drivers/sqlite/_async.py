@@ -22,14 +22,7 @@ from txqueue.core.schema import (
     Table,
     check_reserved_names,
 )
-from txqueue.drivers._async_compat import (
-    Lock,
-    acquire,
-    monotonic,
-    run_blocking,
-    sleep,
-    wait_readable,
-)
+from txqueue.drivers._async_compat import Lock, acquire, monotonic, run_blocking, wait_readable
 from txqueue.drivers.base import (
     AckParams,
     BrowseParams,
@@ -47,7 +40,6 @@ from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasin
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.sqlite.pool import SqlitePool
-from txqueue.drivers.sqlite.turns import STEPS, WriterTurns
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
 from txqueue.errors import Aborted, InvalidArgument
 from txqueue.models import DeadLetter, LeaseRenewal, Message, ResultSet, StoredMessage
@@ -76,13 +68,13 @@ class AsyncSqliteTransaction:
         driver: AsyncSqliteDriver,
         connection: sqlite3.Connection,
         owned: bool,
-        writer: bool = False,
+        writer: Lock | None = None,
         begun: bool = True,
     ):
         self._driver = driver
         self._connection = connection
         self._owned = owned
-        self._writer = writer  # has the driver's writer turn while this transaction is open
+        self._writer = writer  # held while this write transaction is open
         self._begun = begun  # has BEGIN run (or is this the application's transaction)?
         self._sent: set[str] = set()
         self._pending: list[SendParams | AckParams] = []
@@ -116,9 +108,9 @@ class AsyncSqliteTransaction:
         return await self._run(catalog.load_catalog)
 
     def _release_writer(self) -> None:
-        if self._writer:
-            self._writer = False
-            self._driver.give_writer()
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
 
     async def write(self, params: WriteParams) -> None:
         await self._call(engine.write, params)
@@ -302,7 +294,6 @@ class AsyncSqliteDriver:
         self.pool = SqlitePool(path, synchronous.upper(), busy_timeout)
         self._writer = Lock()
         self.wakeup_directory = wakeup_directory(path)
-        self._turns = WriterTurns(self.wakeup_directory + ".lock")
         self.dialect = Dialect.GOOGLESQL  # until initialize
         self.deliver_column = DELIVER_TIME[self.dialect]
         self.clock: Callable[[], Any] = clock or (lambda: None)
@@ -341,16 +332,19 @@ class AsyncSqliteDriver:
         # SQLite admits one writer. Queue this process's write transactions here instead of
         # in BEGIN IMMEDIATE: a transaction waiting there holds a worker thread, and enough of
         # them starve the one holding the lock of the thread it needs to commit.
-        if not read_only and not await self.take_writer(self.pool.busy_timeout.total_seconds()):
-            raise Aborted("database is busy: another write transaction is still open")
+        writer = None
+        if not read_only:
+            if not await acquire(self._writer, self.pool.busy_timeout.total_seconds()):
+                raise Aborted("database is busy: another write transaction is still open")
+            writer = self._writer
         try:
             pooled = await run_blocking(self.pool.acquire)
         except BaseException:
-            if not read_only:
-                self.give_writer()
+            if writer is not None:
+                writer.release()
             raise
         if not read_only:  # a write transaction begins with its first statement
-            return AsyncSqliteTransaction(self, pooled, owned=True, writer=True, begun=False)
+            return AsyncSqliteTransaction(self, pooled, owned=True, writer=writer, begun=False)
         try:
             await run_blocking(_begin, pooled, read_only)
         except BaseException:
@@ -369,45 +363,18 @@ class AsyncSqliteDriver:
             self.pool.release(connection)
 
     async def lease(self, connection: sqlite3.Connection, params: ReceiveParams) -> list[Message]:
-        """Receive in its turn to write (`take_writer`), as write transactions do.
+        """Receive under this process's writer lock (held by its write transactions).
 
-        Waiting there, a receive starts within a millisecond of the write before it; waiting
+        Waiting there, a receive starts the moment this process's transaction ends; waiting
         in SQLite's busy handler, it would sleep 1, 2, 5, 10 … ms between tries (a worker's
-        receives and its ack commits take turns, so those sleeps were its p99 latency; a
-        dispatcher's receives and the publishing application's commits, in two processes,
-        took turns the same way).
+        receives and its ack commits take turns, so those sleeps were its p99 latency).
         """
-        if not await self.take_writer(RECEIVE_BUSY_MS / 1000):
-            raise Aborted("database is busy: another write transaction is open")
+        if not await acquire(self._writer, RECEIVE_BUSY_MS / 1000):
+            raise Aborted("database is busy: a write transaction of this process is open")
         try:
             return await run_blocking(leasing.receive, connection, params, self.deliver_column)
         finally:
-            self.give_writer()
-
-    async def take_writer(self, timeout: float) -> bool:
-        """The turn to write: this process's (its writer lock), then this database's among
-        processes (`WriterTurns`, looked at after each of its `STEPS`); False when not had
-        within ``timeout`` seconds. `give_writer` ends it."""
-        deadline = monotonic() + timeout
-        if not await acquire(self._writer, timeout):
-            return False
-        step = 0
-        try:
-            while not self._turns.take_now():
-                remaining = deadline - monotonic()
-                if remaining <= 0:
-                    self._writer.release()
-                    return False
-                await sleep(min(STEPS[step], remaining))
-                step = min(step + 1, len(STEPS) - 1)
-        except BaseException:
             self._writer.release()
-            raise
-        return True
-
-    def give_writer(self) -> None:
-        self._turns.give()
-        self._writer.release()
 
     async def renew(self, params: RenewParams) -> list[LeaseRenewal]:
         return await self._with_connection(leasing.renew, params, self.deliver_column)
@@ -457,7 +424,6 @@ class AsyncSqliteDriver:
 
     async def close(self) -> None:
         self.pool.close()
-        self._turns.close()
 
 
 def _own_connection(connection: Any) -> sqlite3.Connection:
