@@ -294,7 +294,7 @@ def dispatcher(
 async def _dispatch(
     url: str, concurrency: int, timeout: timedelta, interval: timedelta | None
 ) -> Any:
-    from txqueue.events.dispatcher import with_pool_size
+    from txqueue.drivers.engines import with_pool_size
 
     db = await txqueue.connect_async(with_pool_size(url, concurrency + 2))
     try:

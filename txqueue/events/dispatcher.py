@@ -37,7 +37,6 @@ from txqueue.core.durations import MAX_DURATION, to_duration
 from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
 from txqueue.drivers._async_compat import done_within
-from txqueue.drivers.engines import with_pool_size as with_pool_size  # for the CLI
 from txqueue.errors import (
     AlreadyExists,
     InvalidArgument,

@@ -12,7 +12,8 @@ import threading
 from typing import Any
 
 import txqueue
-from txqueue.events.dispatcher import AsyncDispatcher, DispatcherStats, with_pool_size
+from txqueue.drivers.engines import with_pool_size
+from txqueue.events.dispatcher import AsyncDispatcher, DispatcherStats
 
 __all__ = ["Dispatcher"]
 
