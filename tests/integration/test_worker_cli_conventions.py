@@ -1,6 +1,6 @@
 """``txqueue worker`` as a command-line user expects: a handler-signature error is one line,
-a worker whose queue is missing never says it stopped, the metrics port listens on
-127.0.0.1 unless ``--metrics-host`` says otherwise."""
+a worker whose queue is missing never says it stopped, a signal during the start-up is a
+clean stop, the metrics port listens on 127.0.0.1 unless ``--metrics-host`` says otherwise."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 import txqueue
 
@@ -92,6 +95,54 @@ def test_the_metrics_port_listens_on_loopback_by_default(tmp_path: Path) -> None
         worker.send_signal(signal.SIGINT)
         _, errors = worker.communicate(timeout=30)
     assert worker.returncode == 0, errors
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_app_imports_is_a_clean_stop(
+    tmp_path: Path, number: signal.Signals
+) -> None:
+    marker = tmp_path / "importing"
+    _app(
+        tmp_path,
+        "slow",
+        f"import pathlib, time\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(60)\n",
+    )
+    worker = _worker(tmp_path, "slow:app", "--database", _database(tmp_path))
+    _wait_for(marker.exists, worker)
+    worker.send_signal(number)
+    _, errors = worker.communicate(timeout=30)
+    assert worker.returncode == 0, errors
+    assert "Traceback" not in errors and "Aborted" not in errors, errors
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_worker_connects_is_a_clean_stop(
+    tmp_path: Path, number: signal.Signals
+) -> None:
+    """A server that accepts and never answers holds the connect; the signal ends it at once."""
+    pytest.importorskip("psycopg")
+    _app(tmp_path, "good", '@app.handler("Mail")\ndef handle(message):\n    pass\n')
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"postgresql://nobody@127.0.0.1:{silent.getsockname()[1]}/nothing"
+        worker = _worker(tmp_path, "good:app", "--database", url)
+        accepted, _ = silent.accept()  # the worker is inside its connect now
+        with accepted:
+            started = time.monotonic()
+            worker.send_signal(number)
+            _, errors = worker.communicate(timeout=30)
+    assert worker.returncode == 0, errors
+    assert "Traceback" not in errors and "Aborted" not in errors, errors
+    assert time.monotonic() - started < 5
+
+
+def _wait_for(condition: Callable[[], bool], worker: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert worker.poll() is None, worker.communicate()[1]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
 
 
 def test_metrics_host_is_a_worker_option() -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import signal
 import sys
+from datetime import timedelta
+from types import FrameType
 
 import click
 
@@ -121,6 +124,48 @@ def worker(
     Exits 0 after a graceful shutdown.
     """
     wait = duration_value(grace, "--grace")
+    # Until the worker's loop takes SIGINT/SIGTERM over, either one stops the start-up: nothing
+    # has been received yet, so there is nothing to drain and the exit is a clean 0.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _serve(
+            context,
+            app_reference,
+            database,
+            concurrency,
+            prefetch,
+            wait,
+            queues,
+            log_format,
+            log_level,
+            metrics_port,
+            metrics_host,
+            status,
+        )
+    except KeyboardInterrupt:
+        return
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupt(number: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _serve(
+    context: click.Context,
+    app_reference: str,
+    database: str,
+    concurrency: int,
+    prefetch: int | None,
+    wait: timedelta,
+    queues: tuple[str, ...],
+    log_format: str,
+    log_level: str,
+    metrics_port: int | None,
+    metrics_host: str,
+    status: bool | None,
+) -> None:
     app = load_app(app_reference)
     source = context.get_parameter_source("database")
     url = (

@@ -124,18 +124,41 @@ class Worker:
         self._tasks: dict[int, asyncio.Task[None]] = {}  # by id() of their Handling
         self._waiting: set[int] = set()  # deliveries received ahead, waiting for a place
         self._abandoned_in_transaction = False
+        self._starting: asyncio.Task[None] | None = None  # run()'s task until the worker starts
 
     def stop(self) -> None:
         """Begin a graceful shutdown; a second call skips the rest of the grace period."""
         if self._stopping.is_set():
             log.warning("stopping now: the leases of running handlers are released")
             self._force.set()
+        elif self._starting is not None:  # nothing received yet: the start-up is abandoned
+            log.info("stopping during start-up")
+            self._stopping.set()
+            self._starting.cancel()
         else:
             log.info("stopping: no more receives; waiting for running handlers")
             self._stopping.set()
 
     async def run(self) -> None:
-        """Serve until ``stop()`` (or SIGINT/SIGTERM in the main thread), then shut down."""
+        """Serve until ``stop()`` (or SIGINT/SIGTERM in the main thread), then shut down.
+
+        A stop during the start-up (the connect, the queue checks) cancels it and returns.
+        """
+        self._install_signals()
+        self._starting = asyncio.current_task()
+        try:
+            await self._serve()
+        except asyncio.CancelledError:
+            task = self._starting
+            if task is None or not self._stopping.is_set():
+                raise  # cancelled from outside, or after the start: not ours to swallow
+            if hasattr(task, "uncancel"):  # Python 3.11+: the cancel was ours and is handled
+                task.uncancel()
+        finally:
+            self._starting = None
+            self._remove_signals()
+
+    async def _serve(self) -> None:
         database = await connect_async(
             with_pool_size(self.url, self.concurrency + len(self.specs) + 4), clock=self.app.clock
         )
@@ -162,7 +185,6 @@ class Worker:
             gc.freeze()
             frozen = True
             loops = [asyncio.create_task(self._receive_loop(database, q)) for q in queues]
-            self._install_signals()
             log.info(
                 "worker started",
                 extra={
@@ -172,6 +194,7 @@ class Worker:
                 },
             )
             started = True
+            self._starting = None
             self.stats.started(queues=[q.spec.queue for q in queues], concurrency=self.concurrency)
             await self._stopping.wait()
             await asyncio.gather(*loops, return_exceptions=True)
@@ -179,7 +202,6 @@ class Worker:
         finally:
             if frozen:
                 gc.unfreeze()  # collectable again, as before the worker started
-            self._remove_signals()
             await cancel_and_wait(background, nudge=BACKGROUND_NUDGE_SECONDS)
             await acks.close()
             await registration.remove()
