@@ -287,7 +287,8 @@ def latency(
         workers = system.start(url, 1)
         try:
             system.publish([_document(-1, tag)])  # the dispatcher is up once this arrives
-            endpoint.wait(path, 1, timeout=60)
+            if not endpoint.wait(path, 1, timeout=120).events:
+                raise RuntimeError(f"{kind}: the first event did not arrive within 120 s")
 
             def publish(document: dict[str, Any]) -> None:
                 before = time.time()
@@ -296,12 +297,15 @@ def latency(
 
             started = time.perf_counter()
             with ThreadPoolExecutor(PUBLISHERS) as publishers:
+                submitted = []
                 for number in range(events):
                     pause = started + number / rate - time.perf_counter()
                     if pause > 0:
                         time.sleep(pause)
-                    publishers.submit(publish, _document(number, tag))
+                    submitted.append(publishers.submit(publish, _document(number, tag)))
             sent_for = time.perf_counter() - started
+            for done in submitted:
+                done.result()  # a publish that failed fails the run, rather than reading as lost
             arrivals = endpoint.wait(path, events + 1, timeout=60)
         finally:
             system.stop(workers)
@@ -318,7 +322,12 @@ def _latencies(
         (arrivals.events[i], times) for i, times in published.items() if i in arrivals.events
     ]
     if not arrived:
-        return {"p50_ms": None, "p99_ms": None, "achieved_rate": round(achieved, 1)}
+        return {
+            "p50_ms": None,
+            "p99_ms": None,
+            "lost": len(published),
+            "achieved_rate": round(achieved, 1),
+        }
     waits = sorted((at - before) * 1000 for at, (before, _) in arrived)
     after = sorted((at - committed) * 1000 for at, (_, committed) in arrived)
     commits = sorted((committed - before) * 1000 for _, (before, committed) in arrived)
