@@ -38,6 +38,11 @@ from txqueue.drivers.base import (
 from txqueue.drivers.buffered import FLUSH_AT
 from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
 from txqueue.drivers.sqlite.engine import map_errors
+from txqueue.drivers.sqlite.locking import (
+    begin_immediate,
+    set_busy_timeout,
+    without_busy_handler,
+)
 from txqueue.drivers.sqlite.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.sqlite.pool import SqlitePool
 from txqueue.drivers.sqlite.wakeup import WakeupSocket, notify, wakeup_directory
@@ -167,7 +172,13 @@ class SqliteTransaction:
         try:
             if not self._begun and len(self._pending) == 1:
                 lone, self._pending = self._pending, []
-                self._run(engine.apply_one_by_one, lone, self._driver.deliver_column)
+                self._run(
+                    without_busy_handler,
+                    engine.apply_one_by_one,
+                    self._connection,
+                    lone,
+                    self._driver.deliver_column,
+                )
             elif self._begun or self._pending:
                 self._call(_commit)
         except BaseException:
@@ -200,7 +211,7 @@ def _nothing(connection: sqlite3.Connection) -> None:
 def _restart(connection: sqlite3.Connection) -> None:
     """Undo everything in our own transaction and begin it again."""
     connection.execute("ROLLBACK")
-    connection.execute("BEGIN IMMEDIATE")
+    begin_immediate(connection)
 
 
 def _back_to_start(connection: sqlite3.Connection) -> None:
@@ -220,7 +231,10 @@ def _commit(connection: sqlite3.Connection) -> None:
 
 def _begin(connection: sqlite3.Connection, read_only: bool) -> None:
     with map_errors():
-        connection.execute("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        if read_only:
+            connection.execute("BEGIN")
+        else:
+            begin_immediate(connection)
 
 
 def _data_version(connection: sqlite3.Connection) -> int:
@@ -238,7 +252,7 @@ class SqliteReceiver:
         self._connection = driver.pool.acquire()
         # A receive gives way quickly to a long writer (the stream tries again) instead of
         # blocking for the pool's whole busy timeout.
-        self._connection.execute(f"PRAGMA busy_timeout={RECEIVE_BUSY_MS}")
+        set_busy_timeout(self._connection, RECEIVE_BUSY_MS)
         self._version: int | None = None
 
     def receive(self, params: ReceiveParams) -> list[Message]:
@@ -269,7 +283,7 @@ class SqliteReceiver:
     def close(self) -> None:
         self._socket.close()
         busy_ms = int(self._driver.pool.busy_timeout.total_seconds() * 1000)
-        self._connection.execute(f"PRAGMA busy_timeout={busy_ms}")
+        set_busy_timeout(self._connection, busy_ms)
         self._driver.pool.release(self._connection)
 
 

@@ -19,6 +19,7 @@ from txqueue.core.schema import (
     check_dialect,
 )
 from txqueue.drivers.sqlite.engine import map_errors
+from txqueue.drivers.sqlite.locking import begin_immediate
 from txqueue.drivers.sqlite.statements import (
     CATALOG,
     TRACE_CONTEXT,
@@ -37,7 +38,7 @@ def initialize(connection: sqlite3.Connection, dialect: Dialect | None) -> Diale
     connect, or a first DDL that fails, leaves the choice open.
     """
     with map_errors():
-        connection.execute("BEGIN IMMEDIATE")
+        begin_immediate(connection)
         try:
             for statement in CATALOG:
                 connection.execute(statement)
@@ -105,7 +106,7 @@ def apply_ddl(
     """Apply checked statements in one transaction, record them in the catalog, and record
     ``dialect`` when the database has none yet (the same transaction: all or nothing)."""
     with map_errors():
-        connection.execute("BEGIN IMMEDIATE")
+        begin_immediate(connection)
         try:
             _record(connection, dialect)
             tables, _ = load_catalog(connection)  # under the write lock: current for sure

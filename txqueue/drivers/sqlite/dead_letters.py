@@ -11,6 +11,7 @@ from txqueue.core.durations import from_micros
 from txqueue.core.schema import Table
 from txqueue.drivers.base import DeadLetterParams, lease_lost, message_missing
 from txqueue.drivers.sqlite.engine import decode, encode, encode_key, map_errors, now_micros
+from txqueue.drivers.sqlite.locking import begin_immediate
 from txqueue.drivers.sqlite.statements import queue_statements
 from txqueue.models import DeadLetter
 
@@ -24,7 +25,7 @@ def dead_letter(connection: sqlite3.Connection, params: DeadLetterParams, delive
     now = now_micros(params.now)
     key = encode_key(table, params.key)
     with map_errors():
-        connection.execute("BEGIN IMMEDIATE")
+        begin_immediate(connection)
         try:
             row = connection.execute(
                 statements.dead_letter, [*key, params.lease_token, now]
@@ -96,7 +97,7 @@ def replay(
     statements = queue_statements(table, deliver)
     replayed = 0
     with map_errors():
-        connection.execute("BEGIN IMMEDIATE")
+        begin_immediate(connection)
         try:
             for key_text, payload_text in _selected(connection, table, keys):
                 key = load_key(table, key_text)

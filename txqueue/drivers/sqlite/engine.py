@@ -32,6 +32,7 @@ from txqueue.drivers.base import (
     message_missing,
 )
 from txqueue.drivers.buffered import runs
+from txqueue.drivers.sqlite.locking import Connection, begin_immediate
 from txqueue.drivers.sqlite.statements import queue_statements, quote
 from txqueue.errors import (
     Aborted,
@@ -65,7 +66,9 @@ def connect(path: str, synchronous: str, busy_timeout: timedelta) -> sqlite3.Con
             timeout=busy_timeout.total_seconds(),
             isolation_level=None,
             check_same_thread=False,
+            factory=Connection,
         )
+        connection.busy_ms = int(busy_timeout.total_seconds() * 1000)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={synchronous}")
         connection.execute("PRAGMA foreign_keys=ON")
@@ -390,7 +393,7 @@ def in_order(
     statement of a write transaction), the buffered sends and acks, then ``function``."""
     if begin:
         with map_errors():
-            connection.execute("BEGIN IMMEDIATE")
+            begin_immediate(connection)
     if pending:
         flush(connection, pending, deliver, undo)
     return function(connection, *args)

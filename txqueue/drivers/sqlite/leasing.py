@@ -23,6 +23,7 @@ from txqueue.core.leases import (
 from txqueue.core.schema import Table
 from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams
 from txqueue.drivers.sqlite.engine import map_errors, messages_from_rows, now_micros
+from txqueue.drivers.sqlite.locking import begin_immediate
 from txqueue.drivers.sqlite.statements import queue_statements
 from txqueue.models import LeaseRenewal, Message
 
@@ -45,7 +46,7 @@ def _lease_transaction(connection: sqlite3.Connection) -> Iterator[None]:
     if relaxed:
         connection.execute("PRAGMA synchronous=NORMAL")
     try:
-        connection.execute("BEGIN IMMEDIATE")
+        begin_immediate(connection)
         try:
             yield
             connection.execute("COMMIT")
