@@ -86,3 +86,20 @@ def test_two_sends_are_one_transaction_and_an_empty_one_runs_nothing(traced: Any
     with db.batch():
         pass
     assert statements == []
+
+
+def test_a_stream_after_a_short_batch_asks_what_is_due_instead_of_leasing_again(
+    traced: Any,
+) -> None:
+    """Three ready of a batch of ten: the lease that takes them, the read of when the next is
+    due (none: the stream waits to its end) and the lease after the wait. It used to run a
+    second, empty, lease before that read."""
+    db, statements = traced
+    with db.batch() as batch:
+        for number in range(3):
+            batch.send("Jobs", (number,), b"x")
+    statements.clear()
+    received = [m.key for m in db.receive("Jobs", max_duration="300ms", max_batch_size=10)]
+    assert sorted(received) == [(0,), (1,), (2,)]
+    leases = [s for s in statements if s.lstrip().upper().startswith("UPDATE")]
+    assert len(leases) == 2, leases

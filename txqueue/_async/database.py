@@ -321,8 +321,10 @@ class AsyncDatabase:
                         yield message
                 if monotonic() >= deadline:
                     return
-                if batch:
-                    continue
+                if len(batch) >= max_batch_size:
+                    continue  # a full batch: more may be ready
+                # A batch short of full took what was ready: ask when the next one is due (a
+                # read) rather than receive again (a write that would most often find nothing).
                 remaining = deadline - monotonic()
                 due = await receiver.seconds_until_ready(table)
                 wait = min(remaining, FALLBACK_WAIT if due is None else max(due, 0.0))
