@@ -64,8 +64,7 @@ def test_a_waiting_writer_gets_the_lock_soon_after_its_release(tmp_path: Path) -
     holds = [0.005 + 0.002 * i for i in range(21)]
     ours = [_lateness(tmp_path / "a.db", hold, begin_immediate) for hold in holds]
     plain = [
-        _lateness(tmp_path / "b.db", hold, lambda c: c.execute("BEGIN IMMEDIATE"))
-        for hold in holds
+        _lateness(tmp_path / "b.db", hold, lambda c: c.execute("BEGIN IMMEDIATE")) for hold in holds
     ]
     assert statistics.median(ours) < 0.004, ours
     assert statistics.median(ours) < statistics.median(plain) / 2, (ours, plain)
