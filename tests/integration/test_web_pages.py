@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import pytest
 from cloudevents.core.v1.event import CloudEvent
+from events_receiver import Receiver, wait_until
 
 import txqueue
 from txqueue.web import create_app
@@ -507,6 +508,25 @@ async def test_undelivered_messages_show_their_attempts_and_replay(
     done = await browser.get(response.headers["location"])
     assert status_text(done).startswith("Replayed 1 undelivered message")
     assert all(item.message_uid != uid for item in events.undelivered())
+
+
+async def test_an_undelivered_message_names_its_status_once(
+    database_url: str, events: txqueue.Events, browser: Browser, receiver: Receiver
+) -> None:
+    """The last failure reads "HTTP 400 Bad Request: <reply>", not "HTTP 400: HTTP 400 …"."""
+    receiver.script("/refuses", 400)
+    events.create_pipeline("strict", receiver.url("/refuses"), allow_private=True)
+    events.create_enrollment("strict-all", bus="orders", pipeline="strict", cel_match="true")
+    event = CloudEvent({"type": "com.shop.paid", "source": "//shop", "id": "o-1"}, {"n": 1})
+    uid = events.publish("orders", event)
+    with txqueue.Dispatcher(database_url, concurrency=1):
+        wait_until(lambda: [m for m in events.undelivered() if m.message_uid == uid])
+
+    page = await browser.get("/events/undelivered")
+    row = page.find("table", id="undelivered").find("tr", data_message_uid=uid)
+    failure = row.find_all("td", **{"class": "error"})[0].children[0]  # before the time
+    assert isinstance(failure, str) and failure.startswith("HTTP 400 Bad Request"), failure
+    assert failure.count("400") == 1, failure
 
 
 async def test_text_from_the_database_is_escaped_everywhere(
