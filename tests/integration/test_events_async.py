@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from datetime import timedelta
 
 import pytest
@@ -34,12 +35,16 @@ async def test_async_publish_in_a_transaction_and_deliver(
         uid = await adb.run_in_transaction(checkout, "order-2", False)
 
         dispatcher = txqueue.AsyncDispatcher(adb, attempt_timeout=timedelta(seconds=5))
+        assert gc.get_freeze_count() == 0
         running = asyncio.create_task(dispatcher.run())
         try:
             [request] = await asyncio.to_thread(receiver.wait_for, "/async", 1)
+            # In the main thread the dispatcher owns the process: its start-up heap is frozen.
+            assert gc.get_freeze_count() > 0
         finally:
             dispatcher.stop()
             await running
+        assert gc.get_freeze_count() == 0  # unfrozen when it stopped
         assert request.headers["ce-id"] == "order-2"
         assert request.headers["ce-messageuid"] == uid
         assert [m.message_uid for m in await events.messages()] == [uid]
