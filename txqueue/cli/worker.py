@@ -7,7 +7,8 @@ import importlib
 import os
 import signal
 import sys
-from datetime import timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 import click
@@ -124,24 +125,52 @@ def worker(
     Exits 0 after a graceful shutdown.
     """
     wait = duration_value(grace, "--grace")
-    # Until the worker's loop takes SIGINT/SIGTERM over, either one stops the start-up: nothing
-    # has been received yet, so there is nothing to drain and the exit is a clean 0.
+    with _stop_during_start_up():
+        app = load_app(app_reference)
+        source = context.get_parameter_source("database")
+        url = (
+            app.database
+            if source is click.core.ParameterSource.DEFAULT and app.database
+            else database
+        )
+        stats = Stats(Metrics() if metrics_port is not None else None)
+        if metrics_port is not None and stats.metrics is not None:
+            try:
+                stats.metrics.serve(metrics_port, metrics_host)
+            except OSError as error:
+                raise click.BadParameter(
+                    f"cannot listen on {metrics_host}:{metrics_port}: {error.strerror or error}",
+                    param_hint="--metrics-host/--metrics-port",
+                ) from error
+        line = StatusLine(stats) if (sys.stdout.isatty() if status is None else status) else None
+        if line is not None:
+            line.start()
+        configure_logging(log_format, log_level)
+        try:
+            runner = Worker(
+                app,
+                database=url,
+                concurrency=concurrency,
+                prefetch=prefetch,
+                grace=wait,
+                queues=list(queues) or None,
+                stats=stats,
+            )
+            asyncio.run(runner.run())
+        except TxqueueError as error:
+            raise failure(error) from error
+        finally:
+            if line is not None:
+                line.stop()
+
+
+@contextmanager
+def _stop_during_start_up() -> Iterator[None]:
+    """Until the worker's loop takes SIGINT/SIGTERM over, either one ends the start-up: nothing
+    has been received yet, so there is nothing to drain and the exit is a clean 0."""
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _serve(
-            context,
-            app_reference,
-            database,
-            concurrency,
-            prefetch,
-            wait,
-            queues,
-            log_format,
-            log_level,
-            metrics_port,
-            metrics_host,
-            status,
-        )
+        yield
     except KeyboardInterrupt:
         return
     finally:
@@ -150,53 +179,3 @@ def worker(
 
 def _interrupt(number: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-def _serve(
-    context: click.Context,
-    app_reference: str,
-    database: str,
-    concurrency: int,
-    prefetch: int | None,
-    wait: timedelta,
-    queues: tuple[str, ...],
-    log_format: str,
-    log_level: str,
-    metrics_port: int | None,
-    metrics_host: str,
-    status: bool | None,
-) -> None:
-    app = load_app(app_reference)
-    source = context.get_parameter_source("database")
-    url = (
-        app.database if source is click.core.ParameterSource.DEFAULT and app.database else database
-    )
-    stats = Stats(Metrics() if metrics_port is not None else None)
-    if metrics_port is not None and stats.metrics is not None:
-        try:
-            stats.metrics.serve(metrics_port, metrics_host)
-        except OSError as error:
-            raise click.BadParameter(
-                f"cannot listen on {metrics_host}:{metrics_port}: {error.strerror or error}",
-                param_hint="--metrics-host/--metrics-port",
-            ) from error
-    line = StatusLine(stats) if (sys.stdout.isatty() if status is None else status) else None
-    if line is not None:
-        line.start()
-    configure_logging(log_format, log_level)
-    try:
-        runner = Worker(
-            app,
-            database=url,
-            concurrency=concurrency,
-            prefetch=prefetch,
-            grace=wait,
-            queues=list(queues) or None,
-            stats=stats,
-        )
-        asyncio.run(runner.run())
-    except TxqueueError as error:
-        raise failure(error) from error
-    finally:
-        if line is not None:
-            line.stop()
