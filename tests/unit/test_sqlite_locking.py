@@ -9,6 +9,7 @@ import sqlite3
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def _busy_ms(connection: sqlite3.Connection) -> int:
     return int(connection.execute("PRAGMA busy_timeout").fetchone()[0])
 
 
-def _lateness(path: Path, hold: float, take: object) -> float:
+def _lateness(path: Path, hold: float, take: Callable[[sqlite3.Connection], object]) -> float:
     """Seconds between one connection's COMMIT and another's getting the lock it waited for."""
     holder, waiter = _open(path), _open(path)
     holder.execute("BEGIN IMMEDIATE")
@@ -42,7 +43,7 @@ def _lateness(path: Path, hold: float, take: object) -> float:
 
     def wait() -> None:
         waiting.set()
-        take(waiter)  # type: ignore[operator]
+        take(waiter)
         got.append(time.monotonic())
         waiter.execute("COMMIT")
 
