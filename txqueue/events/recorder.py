@@ -6,9 +6,14 @@ time. The log and the queue therefore never disagree, and a dispatcher that lost
 records nothing (`LeaseLost`).
 
 The recorder commits these transactions in groups: one commit for all the attempts finished
-meanwhile, with one multi-row insert. A group that fails is redone one attempt per
-transaction, so each attempt gets its own outcome. It also keeps one writer per dispatcher,
-which SQLite needs anyway.
+meanwhile, with one multi-row insert. While more answers are on their way (``more_coming``),
+it waits up to ``linger`` for a fuller group before it commits: a busy dispatcher then writes
+a few large transactions a second instead of hundreds of small ones, whose fixed cost (the
+write lock, a commit, the hand-offs to the database's thread) was a fifth of its CPU per
+delivery on SQLite. Only the ack waits: the event has been delivered by then, and the lease
+outlives the wait by far. A group that fails is redone one attempt per transaction, so each
+attempt gets its own outcome. It also keeps one writer per dispatcher, which SQLite needs
+anyway.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
+from txqueue.drivers._async_compat import done_within
 from txqueue.errors import FailedPrecondition, NotFound, TxqueueError
 from txqueue.events.records import ATTEMPT_COLUMNS, ATTEMPTS, DELIVERIES, DeliveryAttempt
 
@@ -56,12 +62,22 @@ Recorded = Callable[[BaseException | None], None]
 
 
 class Recorder:
-    """Commits attempt records in groups of up to ``limit``; see the module docstring."""
+    """Commits attempt records in groups of up to ``limit``, waiting up to ``linger`` for a
+    fuller group while ``more_coming()``; see the module docstring."""
 
-    def __init__(self, database: AsyncDatabase, limit: int = 64) -> None:
+    def __init__(
+        self,
+        database: AsyncDatabase,
+        limit: int = 64,
+        linger: timedelta = timedelta(0),
+        more_coming: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._database = database
         self._limit = limit
+        self._linger = linger.total_seconds()
+        self._more_coming = more_coming
         self._pending: asyncio.Queue[tuple[AttemptRecord, Recorded]] = asyncio.Queue()
+        self._full: asyncio.Future[None] | None = None  # done: the lingering group is whole
 
     async def record(self, record: AttemptRecord) -> None:
         """Commit ``record`` (with others); raise LeaseLost or the forward's error."""
@@ -75,17 +91,21 @@ class Recorder:
             else:
                 done.set_exception(error)
 
-        self._pending.put_nowait((record, recorded))
+        self.submit(record, recorded)
         await done
 
     def submit(self, record: AttemptRecord, recorded: Recorded) -> None:
         """Commit ``record`` with others, then call ``recorded`` (without waiting)."""
         self._pending.put_nowait((record, recorded))
+        full = self._full
+        if full is not None and not full.done() and self._pending.qsize() + 1 >= self._limit:
+            full.set_result(None)
 
     async def run(self) -> None:
         """Commit pending records until cancelled."""
         while True:
             group = [await self._pending.get()]
+            await self._wait_for_more()
             while len(group) < self._limit and not self._pending.empty():
                 group.append(self._pending.get_nowait())
             if len(group) > 1:
@@ -104,6 +124,16 @@ class Recorder:
                     _tell(recorded, error)
                 else:
                     _tell(recorded, None)
+
+    async def _wait_for_more(self) -> None:
+        """Wait up to ``linger`` for the group's other records while more are coming."""
+        if not self._linger or self._pending.qsize() + 1 >= self._limit or not self._more_coming():
+            return
+        self._full = asyncio.get_running_loop().create_future()
+        try:
+            await done_within(self._full, self._linger)
+        finally:
+            self._full = None
 
 
 def _tell(recorded: Recorded, error: BaseException | None) -> None:
