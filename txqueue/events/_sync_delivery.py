@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
+from typing import Any
 
 import httpx
 
@@ -18,8 +19,10 @@ from txqueue.events.attempts import (
     DRAIN,
     EXCERPT,
     FAILURES,
+    NO_COOKIES,
     Attempt,
     client_options,
+    destination_url,
     from_error,
     from_response,
     timeout_seconds,
@@ -29,6 +32,18 @@ from txqueue.events.guarded import DEFAULT_LIMITS
 from txqueue.events.outcomes import AttemptKind, classify_status
 
 __all__ = ["HttpDeliverer"]
+
+
+class CookielessClient(httpx.Client):
+    """httpx's client with `NO_COOKIES` for its jar: deliveries carry no cookies."""
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        pass  # nothing is kept
 
 
 class HttpDeliverer:
@@ -51,7 +66,7 @@ class HttpDeliverer:
         self.timeout = timeout_seconds(timeout)
         self.allow_private = allow_private
         self._clients = {  # one pool each, so a connection opened unchecked is never reused
-            private: httpx.Client(
+            private: CookielessClient(
                 **client_options(
                     self.timeout,
                     trust_env,
@@ -75,7 +90,8 @@ class HttpDeliverer:
         deadline = started + self.timeout
         client = self._clients[self.allow_private if allow_private is None else allow_private]
         try:
-            request = client.build_request("POST", url, headers=headers, content=body)
+            target = destination_url(url)
+            request = client.build_request("POST", target, headers=headers, content=body)
             response = within(client.send(request, stream=True), self.timeout)
         except FAILURES as error:
             return from_error(error, started, self.timeout)

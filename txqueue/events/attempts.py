@@ -7,6 +7,7 @@ response and the start of its body, or an error — into an `Attempt`, never an 
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import sys
 import time
@@ -26,8 +27,10 @@ __all__ = [
     "DRAIN",
     "EXCERPT",
     "FAILURES",
+    "NO_COOKIES",
     "Attempt",
     "client_options",
+    "destination_url",
     "from_error",
     "from_response",
     "timeout_seconds",
@@ -53,6 +56,25 @@ class Attempt:
     error: str | None
     latency: timedelta
     retry_after: timedelta | None
+
+
+class _NoCookies(httpx.Cookies):
+    """A jar that stays empty: the cookies a response sets are dropped, not kept."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        pass
+
+
+#: The deliverers' cookie jar. A destination's ``Set-Cookie`` is never sent back, to it or to
+#: another pipeline's destination on the same host, and no response is searched for cookies.
+NO_COOKIES: httpx.Cookies = _NoCookies()
+
+
+@functools.lru_cache(maxsize=256)
+def destination_url(url: str) -> httpx.URL:
+    """``url`` parsed once: httpx parses a str URL again on every request, and a dispatcher
+    sends every delivery of a pipeline to one URL. httpx.URL is immutable."""
+    return httpx.URL(url)
 
 
 def timeout_seconds(timeout: float | timedelta) -> float:

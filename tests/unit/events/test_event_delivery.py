@@ -70,6 +70,8 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(429, b"", {"Retry-After": formatdate(time.time() + 3600, usegmt=True)})
         elif self.path == "/bad":
             self.reply(400, b"missing field 'order'")
+        elif self.path == "/cookie":
+            self.reply(200, b"", {"Set-Cookie": "session=secret; Path=/"})
         elif self.path == "/redirect":
             self.reply(302, b"", {"Location": "/ok"})
         elif self.path == "/together":
@@ -252,6 +254,18 @@ def test_sync_connection_is_reused(deliverer: HttpDeliverer, receiver: Receiver)
     assert len({r["port"] for r in receiver.received}) == 1
 
 
+def test_sync_cookies_a_destination_sets_are_not_sent_back(
+    deliverer: HttpDeliverer, receiver: Receiver
+) -> None:
+    """A pipeline's destination must not plant a cookie that later deliveries (to it, or to
+    another pipeline's destination on the same host) would carry."""
+    expect_ok(deliverer.deliver(f"{receiver.base}/cookie", {}, b"{}"))
+    expect_ok(deliverer.deliver(f"{receiver.base}/ok", {}, b"{}"))
+    expect_ok(deliverer.deliver(f"{receiver.base}/cookie", {}, b"{}"))
+    assert [r["path"] for r in receiver.received] == ["/cookie", "/ok", "/cookie"]
+    assert all("cookie" not in r["headers"] for r in receiver.received)
+
+
 def test_sync_pool_keeps_a_connection_per_thread_alive(receiver: Receiver) -> None:
     """With ``limits`` sized to the threads, a second round of concurrent requests reuses the
     first round's connections (httpx's default pool keeps 20 alive and reconnects the rest)."""
@@ -322,6 +336,15 @@ def test_attempt_is_frozen() -> None:
 
 
 # --- async ---------------------------------------------------------------------------------
+
+
+async def test_async_cookies_a_destination_sets_are_not_sent_back(
+    async_deliverer: AsyncHttpDeliverer, receiver: Receiver
+) -> None:
+    expect_ok(await async_deliverer.deliver(f"{receiver.base}/cookie", {}, b"{}"))
+    expect_ok(await async_deliverer.deliver(f"{receiver.base}/ok", {}, b"{}"))
+    assert [r["path"] for r in receiver.received] == ["/cookie", "/ok"]
+    assert all("cookie" not in r["headers"] for r in receiver.received)
 
 
 async def test_async_200(async_deliverer: AsyncHttpDeliverer, receiver: Receiver) -> None:
