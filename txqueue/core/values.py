@@ -233,9 +233,24 @@ def check_row(
             f"{field} has {len(values)} value(s) for {len(columns)} column(s) of {table.name}"
         )
     return tuple(
-        check_value(table.column(name), value, f"{field}[{i}]")
-        for i, (name, value) in enumerate(zip(columns, values))
+        value if _valid_as_it_is(column, value) else check_value(column, value, f"{field}[{i}]")
+        for i, (column, value) in enumerate(zip(map(table.column, columns), values))
     )
+
+
+def _valid_as_it_is(column: Column, value: Any) -> bool:
+    """True when `check_value` would return ``value`` itself: the common cells of a row
+    (NULL where allowed, plain keys, floats, UTC datetimes) skip building its field name."""
+    if value is None:
+        return column.nullable
+    if column.array:
+        return False
+    kind = type(value)
+    if kind is float:
+        return column.type in (ColumnType.FLOAT64, ColumnType.FLOAT32)
+    if kind is _dt.datetime:
+        return column.type is ColumnType.TIMESTAMP and value.tzinfo is _dt.timezone.utc
+    return _plainly_valid(column, value)
 
 
 _PLAIN: dict[ColumnType, type] = {
