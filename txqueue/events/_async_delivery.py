@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
-from typing import Any
 
 import httpx
 
@@ -19,8 +18,8 @@ from txqueue.events.attempts import (
     DRAIN,
     EXCERPT,
     FAILURES,
-    NO_COOKIES,
     Attempt,
+    WithoutCookies,
     client_options,
     destination_url,
     from_error,
@@ -34,16 +33,8 @@ from txqueue.events.outcomes import AttemptKind, classify_status
 __all__ = ["AsyncHttpDeliverer"]
 
 
-class AsyncCookielessClient(httpx.AsyncClient):
-    """httpx's client with `NO_COOKIES` for its jar: deliveries carry no cookies."""
-
-    @property
-    def cookies(self) -> httpx.Cookies:
-        return NO_COOKIES
-
-    @cookies.setter
-    def cookies(self, cookies: Any) -> None:
-        pass  # nothing is kept
+class AsyncCookielessClient(WithoutCookies, httpx.AsyncClient):
+    """httpx's client, keeping no cookies (`WithoutCookies`)."""
 
 
 class AsyncHttpDeliverer:

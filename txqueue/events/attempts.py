@@ -27,8 +27,8 @@ __all__ = [
     "DRAIN",
     "EXCERPT",
     "FAILURES",
-    "NO_COOKIES",
     "Attempt",
+    "WithoutCookies",
     "client_options",
     "destination_url",
     "from_error",
@@ -62,12 +62,24 @@ class _NoCookies(httpx.Cookies):
     """A jar that stays empty: the cookies a response sets are dropped, not kept."""
 
     def extract_cookies(self, response: httpx.Response) -> None:
-        pass
+        """Keep nothing (httpx calls this with every response)."""
 
 
-#: The deliverers' cookie jar. A destination's ``Set-Cookie`` is never sent back, to it or to
-#: another pipeline's destination on the same host, and no response is searched for cookies.
-NO_COOKIES: httpx.Cookies = _NoCookies()
+_NO_COOKIES = _NoCookies()
+
+
+class WithoutCookies:
+    """Mixed into the deliverers' httpx clients, before the client class: their jar is one
+    that stays empty, so a destination's ``Set-Cookie`` is never sent back, to it or to
+    another pipeline's destination on the same host, and no response is searched for cookies."""
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return _NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        """A jar given to the client is ignored: nothing is kept."""
 
 
 @functools.lru_cache(maxsize=256)

@@ -98,7 +98,7 @@ class Recorder:
         """Commit ``record`` with others, then call ``recorded`` (without waiting)."""
         self._pending.put_nowait((record, recorded))
         full = self._full
-        if full is not None and not full.done() and self._pending.qsize() + 1 >= self._limit:
+        if full is not None and not full.done() and self._whole():
             full.set_result(None)
 
     async def run(self) -> None:
@@ -125,9 +125,13 @@ class Recorder:
                 else:
                     _tell(recorded, None)
 
+    def _whole(self) -> bool:
+        """Do the pending records make a whole group with the one `run` holds?"""
+        return self._pending.qsize() + 1 >= self._limit
+
     async def _wait_for_more(self) -> None:
         """Wait up to ``linger`` for the group's other records while more are coming."""
-        if not self._linger or self._pending.qsize() + 1 >= self._limit or not self._more_coming():
+        if not self._linger or self._whole() or not self._more_coming():
             return
         self._full = asyncio.get_running_loop().create_future()
         try:
