@@ -43,6 +43,14 @@ SQLITE_URL = re.compile(r"sqlite:///[\w.-]+\.db")
 
 # engine -> blocks that ran to the end on it (skipped blocks are not counted)
 executed: Counter[str] = Counter()
+#: The lines test_site.py leaves for the summary: the site's page and API-name counts.
+_site_summary: list[str] = []
+
+
+@pytest.fixture
+def site_summary() -> list[str]:
+    """Where a test leaves a line for the end of the run's summary."""
+    return _site_summary
 
 
 def _engine(example: Example) -> str:
@@ -162,3 +170,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"docs: {total} blocks executed (sqlite {sqlite}, postgresql {postgresql})"
         )
+    for line in _site_summary:
+        terminalreporter.write_line(line)
