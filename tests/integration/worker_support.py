@@ -80,7 +80,14 @@ class WorkerProcess:
     ``STARTUP_SECONDS``).
     """
 
-    def __init__(self, url: str, records: Path, *options: str, wait: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        records: Path,
+        *options: str,
+        wait: bool = True,
+        app: str = "tests.integration.worker_app:app",
+    ) -> None:
         self.records = records
         index = len(list(records.glob("worker-*.log")))
         self.log = records / f"worker-{index}.log"
@@ -96,7 +103,7 @@ class WorkerProcess:
             "-m",
             "txqueue.cli.main",
             "worker",
-            "tests.integration.worker_app:app",
+            app,
             "--database",
             url,
             *options,

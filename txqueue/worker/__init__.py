@@ -10,6 +10,7 @@ from txqueue.worker.observe import Metrics, Stats, configure_logging
 from txqueue.worker.outcomes import GiveUp, Outcome, OutcomeKind, Retry
 from txqueue.worker.runtime import Worker
 from txqueue.worker.scenarios import checkpoint, checkpoint_async
+from txqueue.worker.tasks import Task
 
 __all__ = [
     "App",
@@ -22,6 +23,7 @@ __all__ = [
     "Retry",
     "Schedule",
     "Stats",
+    "Task",
     "Worker",
     "checkpoint",
     "checkpoint_async",

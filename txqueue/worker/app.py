@@ -11,17 +11,25 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from txqueue.core.durations import to_duration
 from txqueue.core.leases import DEFAULT_LEASE
 from txqueue.core.retry import RetryPolicy
+from txqueue.core.schema import Dialect, validate_name
 from txqueue.core.values import check_count
 from txqueue.errors import InvalidArgument
+from txqueue.worker.tasks import Task, TaskQueue, task_queue_ddl
+
+if TYPE_CHECKING:
+    from txqueue._async.database import AsyncDatabase
+    from txqueue._sync.database import Database
 
 __all__ = ["App", "HandlerSpec", "Schedule"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class HandlerSpec:
     max_batch_size: int = 100
     resend_after: timedelta | None = None
     schedule: Schedule | None = None
+    #: The tasks of a task queue (``App.task``): the worker creates the queue when missing.
+    tasks: TaskQueue | None = None
 
     @functools.cached_property
     def is_async(self) -> bool:
@@ -77,6 +87,7 @@ class App:
         self.database = database
         self.clock = clock
         self._handlers: dict[str, HandlerSpec] = {}
+        self._task_queues: dict[str, TaskQueue] = {}
 
     def __repr__(self) -> str:
         return f"App(database={self.database!r}, queues={[s.queue for s in self.handlers]})"
@@ -172,6 +183,99 @@ class App:
             return function
 
         return register
+
+    def task(
+        self,
+        queue: str | None = None,
+        *,
+        name: str | None = None,
+        version: int = 1,
+        retry: RetryPolicy | None = None,
+        concurrency: int | None = None,
+        lease_duration: timedelta | str | None = None,
+        max_batch_size: int | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function as a task (`txqueue.worker.tasks`): ``f.send(txn, ...)`` sends
+        it in the caller's transaction, a worker calls ``f(...)`` with the arguments.
+
+        ``queue`` defaults to the function's name; several tasks may share a queue (its
+        handler routes by task name) and its options (``retry``, ``concurrency``,
+        ``lease_duration``, ``max_batch_size``: the first task's; a later task may leave them
+        out, not change them). ``name`` (default: the function's ``__name__``) is what
+        messages carry; keep it when moving the function. ``version``: raise it when a change
+        of signature makes old messages unfit; see the compatibility rule.
+        """
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidArgument(f"version must be a positive integer, got {version!r}")
+        policy = None if retry is None else _policy(retry)
+        limit = _limit(concurrency)
+        lease = None if lease_duration is None else _lease(lease_duration)
+        batch = None if max_batch_size is None else _batch(max_batch_size)
+        given: dict[str, object] = {
+            "retry": policy,
+            "concurrency": limit,
+            "lease_duration": lease,
+            "max_batch_size": batch,
+        }
+
+        def register(function: Callable[P, R]) -> Task[P, R]:
+            if not callable(function):
+                raise InvalidArgument(f"a task must be callable, got {type(function).__name__}")
+            label = name if name is not None else getattr(function, "__name__", None)
+            if not isinstance(label, str) or not label:
+                raise InvalidArgument("name must be a non-empty string")
+            target = validate_name(queue if queue is not None else label, "queue name")
+            tasks = self._task_queues.get(target.lower())
+            spec = self._handlers.get(target.lower())
+            if spec is not None and tasks is None:
+                raise InvalidArgument(f"queue {target!r} already has a handler")
+            if spec is not None:
+                changed = [k for k, v in given.items() if v is not None and getattr(spec, k) != v]
+                if changed:
+                    raise InvalidArgument(
+                        f"task {label}: queue {target!r} has other {', '.join(changed)}: tasks "
+                        "of one queue share the first task's options (leave them out)"
+                    )
+            tasks = tasks if tasks is not None else TaskQueue(target)
+            task = Task(function, tasks, label, version)
+            tasks.add(task)  # refuses a second task of that name, or a sync/async mix
+            if spec is None:
+                self._task_queues[target.lower()] = tasks
+                self._add(
+                    HandlerSpec(
+                        queue=target,
+                        function=tasks.handler(),
+                        retry=policy or RetryPolicy(),
+                        concurrency=limit,
+                        lease_duration=lease or DEFAULT_LEASE,
+                        max_batch_size=batch or 100,
+                        tasks=tasks,
+                    )
+                )
+            return task
+
+        return register
+
+    @property
+    def tasks(self) -> list[Task[Any, Any]]:
+        """Every registered task, by queue then registration order."""
+        return [task for queue in self._task_queues.values() for task in queue.tasks.values()]
+
+    def task_queue_ddl(self, dialect: Dialect | str) -> list[str]:
+        """``CREATE QUEUE IF NOT EXISTS`` for every task queue, in ``dialect`` (for migrations)."""
+        return [task_queue_ddl(queue.name, dialect) for queue in self._task_queues.values()]
+
+    def create_task_queues(self, database: Database) -> None:
+        """Create the task queues that do not exist yet (idempotent)."""
+        statements = self.task_queue_ddl(database.dialect)
+        if statements:
+            database.update_ddl(statements)
+
+    async def create_task_queues_async(self, database: AsyncDatabase) -> None:
+        """``create_task_queues`` for the asyncio face."""
+        statements = self.task_queue_ddl(database.dialect)
+        if statements:
+            await database.update_ddl(statements)
 
     def _add(self, spec: HandlerSpec) -> None:
         if spec.queue.lower() in self._handlers:

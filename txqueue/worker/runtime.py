@@ -218,6 +218,8 @@ class Worker:
         queues = []
         for spec in self.specs:
             try:
+                if spec.tasks is not None:  # a task queue is created on first use
+                    await spec.tasks.ensure_async(database.batch())
                 table = await database.queue(spec.queue)
             except NotFound:
                 raise InvalidArgument(
