@@ -30,7 +30,7 @@ from txqueue.worker.database_access import AsyncDatabaseAccess, DatabaseAccess, 
 from txqueue.worker.leases import Lease
 from txqueue.worker.outcomes import Outcome, OutcomeKind
 from txqueue.worker.process import Handling, process
-from txqueue.worker.scenarios import schedule_send, seed_slot
+from txqueue.worker.scenarios import schedule_send, seed_run
 
 __all__ = ["FakeClock", "drain", "drain_async"]
 
@@ -180,7 +180,7 @@ async def _drain(
     if spec.schedule is not None:
         table = await access.queue(spec.queue)
         await access.apply(
-            [schedule_send(table, spec.schedule, seed_slot(access.now(), spec.schedule.every))]
+            [schedule_send(table, spec.schedule, seed_run(spec.schedule, access.now()))]
         )
     outcomes: list[Outcome] = []
     retries: list[datetime] = []

@@ -19,6 +19,7 @@ from txqueue.core.retry import RetryPolicy
 from txqueue.core.schema import Dialect, validate_name
 from txqueue.core.values import check_count
 from txqueue.errors import InvalidArgument
+from txqueue.worker.cron import check_cron, zone
 from txqueue.worker.tasks import Task, TaskQueue, task_queue_ddl
 
 if TYPE_CHECKING:
@@ -34,10 +35,13 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class Schedule:
-    """A periodic run named ``name`` every ``every``, aligned to multiples of it since 1970."""
+    """A periodic run named ``name``: every ``every`` (aligned to multiples of it since 1970),
+    or at the times of the cron expression ``cron`` in the IANA zone ``timezone``."""
 
     name: str
-    every: timedelta
+    every: timedelta | None
+    cron: str | None = None
+    timezone: str = "UTC"
 
 
 @dataclass(frozen=True)
@@ -147,27 +151,43 @@ class App:
         self,
         queue: str,
         *,
-        every: timedelta | str,
+        every: timedelta | str | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
         name: str | None = None,
         retry: RetryPolicy | None = None,
         transactional: bool = False,
         lease_duration: timedelta | str = DEFAULT_LEASE,
     ) -> Callable[[F], F]:
-        """Register a function run once per period through ``queue`` (Spanner's periodic-action scenario).
+        """Register a function run once per slot through ``queue`` (Spanner's periodic-action scenario).
 
-        Each run's message has the key ``(name, slot)``; the worker acks it and sends the next
-        slot's message in one transaction, and seeds the first one when it starts. Keys are
-        deterministic, so many workers keep exactly one chain: a duplicate send is dropped.
+        The slots: ``every`` (a period, aligned to multiples of it since 1970), or ``cron`` (a
+        cron expression, e.g. ``"*/5 * * * *"``) read in ``timezone`` (an IANA name, default
+        UTC; see `txqueue.worker.cron` for daylight saving). Each run's message has the key
+        ``(name, slot)``; the worker acks it and sends the next slot's message in one
+        transaction, and seeds the first one when it starts. Keys are deterministic, so many
+        workers keep exactly one chain: a duplicate send is dropped. After downtime the
+        missed run happens once, late, and the chain goes on from the next future slot.
         """
-        period = to_duration(every, "every")
-        if period < timedelta(seconds=1):
-            raise InvalidArgument(f"every must be at least 1 s, got {period}")
+        if (every is None) == (cron is None):
+            raise InvalidArgument("periodic needs exactly one of every= and cron=")
+        period: timedelta | None = None
+        zone_name = "UTC"
+        if every is not None:
+            if timezone is not None:
+                raise InvalidArgument("timezone applies to cron= schedules only")
+            period = to_duration(every, "every")
+            if period < timedelta(seconds=1):
+                raise InvalidArgument(f"every must be at least 1 s, got {period}")
+        else:
+            zone_name = "UTC" if timezone is None else timezone
+            check_cron(cron, zone(zone_name))
 
         def register(function: F) -> F:
             label = name if name is not None else getattr(function, "__name__", "periodic")
             if not isinstance(label, str) or not label:
                 raise InvalidArgument("name must be a non-empty string")
-            schedule = Schedule(label, period)
+            schedule = Schedule(label, period, cron, zone_name)
             self._add(
                 HandlerSpec(
                     queue=_queue_name(queue),

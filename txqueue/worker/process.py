@@ -283,5 +283,5 @@ async def _next_run(spec: HandlerSpec, message: Message, access: DatabaseAccess)
     assert spec.schedule is not None
     table = await access.queue(message.queue)
     current = scenarios.slot_of(table, message.key)
-    slot = scenarios.next_slot(access.now(), spec.schedule.every, current)
+    slot = scenarios.next_run(spec.schedule, access.now(), current)
     return scenarios.schedule_send(table, spec.schedule, slot)

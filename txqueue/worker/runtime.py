@@ -41,7 +41,7 @@ from txqueue.worker.observe import Stats
 from txqueue.worker.outcomes import Outcome, OutcomeKind
 from txqueue.worker.process import Handling, process
 from txqueue.worker.registry import HEARTBEAT, Registration, check_heartbeat
-from txqueue.worker.scenarios import schedule_send, seed_slot
+from txqueue.worker.scenarios import schedule_send, seed_run
 from txqueue.worker.served_queue import ServedQueue
 
 __all__ = ["Worker"]
@@ -227,7 +227,7 @@ class Worker:
                     "exist in this database (create it with CREATE QUEUE)"
                 ) from None
             if spec.schedule is not None:
-                slot = seed_slot(access.now(), spec.schedule.every)
+                slot = seed_run(spec.schedule, access.now())
                 await access.apply([schedule_send(table, spec.schedule, slot)])
                 self.stats.sent(spec.queue)
 

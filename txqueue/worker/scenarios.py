@@ -20,13 +20,16 @@ from txqueue.errors import InvalidArgument
 from txqueue.worker._async_apply import checkpoint as checkpoint_async
 from txqueue.worker._sync_apply import checkpoint
 from txqueue.worker.app import Schedule
+from txqueue.worker.cron import next_cron_slot, zone
 from txqueue.worker.operations import Send
 
 __all__ = [
     "checkpoint",
     "checkpoint_async",
+    "next_run",
     "next_slot",
     "schedule_send",
+    "seed_run",
     "seed_slot",
     "slot_of",
 ]
@@ -56,6 +59,25 @@ def next_slot(now: datetime, every: timedelta, after: datetime | None = None) ->
 def seed_slot(now: datetime, every: timedelta) -> datetime:
     """The slot a starting worker seeds: the next boundary at least a margin away."""
     return next_slot(now + min(every / 2, SEED_MARGIN), every)
+
+
+def next_run(schedule: Schedule, now: datetime, after: datetime | None = None) -> datetime:
+    """The slot after ``now`` (and after ``after``) of a period or cron schedule.
+
+    Runs that start late skip to the next future slot: missed slots are not replayed.
+    """
+    if schedule.every is not None:
+        return next_slot(now, schedule.every, after)
+    assert schedule.cron is not None
+    start = now if after is None or after < now else after
+    return next_cron_slot(schedule.cron, zone(schedule.timezone), start)
+
+
+def seed_run(schedule: Schedule, now: datetime) -> datetime:
+    """The slot a starting worker seeds, a margin away from ``now`` (as ``seed_slot``)."""
+    if schedule.every is not None:
+        return seed_slot(now, schedule.every)
+    return next_run(schedule, now + SEED_MARGIN)
 
 
 def _slot_text(slot: datetime) -> str:
