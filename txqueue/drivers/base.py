@@ -27,6 +27,7 @@ __all__ = [
     "ReleaseParams",
     "RenewParams",
     "SendParams",
+    "TranslatedSql",
     "WriteKind",
     "WriteParams",
     "begin_sqlalchemy",
@@ -34,6 +35,17 @@ __all__ = [
     "lease_lost",
     "message_missing",
 ]
+
+
+class TranslatedSql(str):
+    """Engine SQL that txqueue's Spanner SQL front end made from a caller's statement.
+
+    Given to a transaction's ``execute_sql`` / ``execute_update`` like any SQL; a driver
+    that can check statements at the engine holds these to what the front end emits (SQLite:
+    an authorizer), while txqueue's own SQL, a plain ``str``, runs unchecked.
+    """
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,13 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, UnsupportedError
 
 from txqueue.core.schema import Catalog, Dialect, Table
+from txqueue.drivers.base import TranslatedSql
 from txqueue.drivers.engines import traits_named
 from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import InvalidArgument, NotFound, TxqueueError
 from txqueue.sql import information_schema
 from txqueue.sql.compiler import Compiler, Output
+from txqueue.sql.functions import check_functions
 from txqueue.sql.information_schema import VIEWS, is_view, view_name
 from txqueue.sql.params import Binder
 from txqueue.sql.results import QueryPlan
@@ -255,6 +257,7 @@ class Statement:
             outputs: list[Output] | None = compiler.query(tree, None, sources)
             if views:
                 tree = _with_views(tree, views, catalog or (dict(tables), {}), self.dialect)
+            check_functions(tree, rewriter.where, _READ[self.dialect])
             return QueryPlan(_generate(tree, traits_named(engine)), binder.values, outputs, engine)
         if views:
             raise InvalidArgument("INFORMATION_SCHEMA is read by queries only")
@@ -266,6 +269,7 @@ class Statement:
             assert isinstance(tree, exp.Delete)
             table = compiler.delete(tree)
         sends_to = (table.name,) if isinstance(tree, exp.Insert) and table.is_queue else ()
+        check_functions(tree, rewriter.where, _READ[self.dialect])
         expected = self._expected_rows(binder)
         return DmlPlan(_generate(tree, traits_named(engine)), binder.values, expected, sends_to)
 
@@ -312,7 +316,7 @@ def _with_views(
     return tree
 
 
-def _generate(tree: exp.Expression, traits: EngineTraits) -> str:
+def _generate(tree: exp.Expression, traits: EngineTraits) -> TranslatedSql:
     """Engine SQL: every name quoted (lower-cased where the engine folds names)."""
     for identifier in tree.find_all(exp.Identifier):
         identifier.set("quoted", True)
@@ -334,9 +338,9 @@ def _generate(tree: exp.Expression, traits: EngineTraits) -> str:
     except UnsupportedError as error:
         raise InvalidArgument(f"not supported on {traits.display_name}: {error}") from None
     if not traits.escape_percent:
-        return sql
+        return TranslatedSql(sql)
     # psycopg reads every % as a placeholder marker: double the ones that are not ours.
-    return re.sub(r"%(?!\(txq[0-9a-f]{8}_\d+\)s)", "%%", sql)
+    return TranslatedSql(re.sub(r"%(?!\(txq[0-9a-f]{8}_\d+\)s)", "%%", sql))
 
 
 def _token_text(match: re.Match[str]) -> str:

@@ -23,6 +23,7 @@ from txqueue.core.leases import (
     split_token,
     token_expiration_micros,
 )
+from txqueue.core.lengths import length_refusal
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.core.values import JsonText
 from txqueue.errors import (
@@ -61,6 +62,10 @@ def map_error(error: Exception) -> TxqueueError:
     text = str(error).strip()
     if isinstance(error, pg.UniqueViolation):
         return AlreadyExists(f"row already exists: {text}")
+    if isinstance(error, pg.CheckViolation):
+        refusal = length_refusal(error.diag.constraint_name, error.diag.table_name)
+        if refusal is not None:
+            return refusal
     if isinstance(error, pg.ForeignKeyViolation):
         return FailedPrecondition(
             f"interleaving rule violated (parent row missing or has children): {text}"

@@ -19,6 +19,7 @@ from txqueue.core.leases import (
     TOKEN_EXPIRATION_DIGITS,
     TOKEN_RANDOM_DIGITS,
 )
+from txqueue.core.lengths import constraint_name, limited
 from txqueue.core.schema import Column, ColumnType, Index, Table
 
 __all__ = [
@@ -155,6 +156,10 @@ _TYPES = {
 }
 
 
+#: The longest name PostgreSQL keeps whole (NAMEDATALEN - 1 bytes).
+NAME_MAX_BYTES = 63
+
+
 def ident(name: str) -> str:
     """A quoted, lower-cased identifier."""
     return '"' + name.lower().replace('"', '""') + '"'
@@ -171,11 +176,21 @@ def object_name(table: str, purpose: str) -> str:
 
 def _column(column: Column) -> str:
     kind = _TYPES[column.type]
-    if column.type is ColumnType.STRING and column.length is not None:
-        kind = f"varchar({column.length})"
+    if column.type is ColumnType.STRING and column.length is not None and column.array:
+        kind = f"varchar({column.length})"  # the engine checks each element
     if column.array:
         kind += "[]"
-    return f"{ident(column.name)} {kind}{'' if column.nullable else ' NOT NULL'}"
+    return f"{ident(column.name)} {kind}{'' if column.nullable else ' NOT NULL'}{_length(column)}"
+
+
+def _length(column: Column) -> str:
+    """The named CHECK holding a declared length, in characters or bytes. STRING(n) is
+    ``text`` with this check rather than ``varchar(n)``, whose refusal names no column."""
+    if not limited(column):
+        return ""
+    measure = "char_length" if column.type is ColumnType.STRING else "octet_length"
+    name = '"' + constraint_name(column, NAME_MAX_BYTES).replace('"', '""') + '"'
+    return f" CONSTRAINT {name} CHECK ({measure}({ident(column.name)}) <= {column.length})"
 
 
 #: How full inserts leave a queue table's pages. A lease (receive, renew) changes no indexed

@@ -19,12 +19,14 @@ from functools import lru_cache
 from typing import Any
 
 from txqueue.core.durations import from_micros, to_micros
+from txqueue.core.lengths import length_refusal
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.core.values import JsonText
 from txqueue.drivers.base import (
     AckParams,
     DeleteParams,
     SendParams,
+    TranslatedSql,
     WriteKind,
     WriteParams,
     key_taken,
@@ -32,6 +34,7 @@ from txqueue.drivers.base import (
     message_missing,
 )
 from txqueue.drivers.buffered import runs
+from txqueue.drivers.sqlite.authorizer import guarded, install
 from txqueue.drivers.sqlite.locking import Connection, begin_immediate
 from txqueue.drivers.sqlite.statements import queue_statements, quote
 from txqueue.errors import (
@@ -72,6 +75,7 @@ def connect(path: str, synchronous: str, busy_timeout: timedelta) -> sqlite3.Con
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={synchronous}")
         connection.execute("PRAGMA foreign_keys=ON")
+        connection.guard = install(connection)
     except sqlite3.Error as error:
         raise Unavailable(f"cannot open SQLite database {path!r}: {error}") from error
     return connection
@@ -117,6 +121,10 @@ def create_owner_only(path: str) -> None:
 _CALLERS_INPUT = ("string or blob too big", "object name reserved for internal use")
 
 
+#: How SQLite names a violated CHECK constraint (declared lengths, ``core.lengths``).
+_CHECK_FAILED = "CHECK constraint failed: "
+
+
 def map_error(error: sqlite3.Error) -> TxqueueError:
     """The most specific txqueue error for a sqlite3 error."""
     text = str(error)
@@ -129,6 +137,8 @@ def map_error(error: sqlite3.Error) -> TxqueueError:
             return FailedPrecondition(
                 f"interleaving rule violated (parent row missing or has children): {text}"
             )
+        if text.startswith(_CHECK_FAILED):
+            return length_refusal(text[len(_CHECK_FAILED) :]) or InvalidArgument(text)
         return InvalidArgument(text)
     if isinstance(error, sqlite3.OperationalError):
         if "locked" in text or "busy" in text:
@@ -497,7 +507,7 @@ def delete(connection: sqlite3.Connection, params: DeleteParams) -> int:
 def execute_sql(connection: sqlite3.Connection, sql: str, params: Any) -> ResultSet:
     """Run a query in SQLite's SQL."""
     with map_errors():
-        cursor = connection.execute(sql, params if params is not None else ())
+        cursor = _execute(connection, sql, params if params is not None else ())
         rows = [tuple(row) for row in cursor.fetchall()]
     fields = [d[0] for d in cursor.description or ()]
     return ResultSet(fields, rows)
@@ -514,10 +524,10 @@ def execute_update(
     arguments = params if params is not None else ()
     with map_errors():
         if expected_rows is None:
-            return connection.execute(sql, arguments).rowcount
+            return _execute(connection, sql, arguments).rowcount
         connection.execute("SAVEPOINT txqueue_assert")
         try:
-            count = connection.execute(sql, arguments).rowcount
+            count = _execute(connection, sql, arguments).rowcount
         except BaseException:
             connection.execute("ROLLBACK TO txqueue_assert")
             connection.execute("RELEASE txqueue_assert")
@@ -528,6 +538,14 @@ def execute_update(
     if count != expected_rows:
         raise OutOfRange(f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {count} row(s) modified")
     return count
+
+
+def _execute(connection: sqlite3.Connection, sql: str, arguments: Any) -> sqlite3.Cursor:
+    """Run one statement; a translated one under the authorizer (``authorizer.py``)."""
+    if not isinstance(sql, TranslatedSql):
+        return connection.execute(sql, arguments)
+    guard = connection.guard if isinstance(connection, Connection) else None
+    return guarded(connection, guard, lambda: connection.execute(sql, arguments))
 
 
 def record_once(connection: sqlite3.Connection, key: str) -> bool:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from txqueue.drivers.sqlite.authorizer import Guard
 from txqueue.errors import TxqueueError
 
 __all__ = [
@@ -38,9 +39,11 @@ _SQLITE_BUSY = 5
 
 
 class Connection(sqlite3.Connection):
-    """A ``sqlite3.Connection`` that knows its busy timeout (SQLite does not say it cheaply)."""
+    """A ``sqlite3.Connection`` that knows its busy timeout (SQLite does not say it cheaply)
+    and holds its authorizer (``authorizer.py``)."""
 
     busy_ms: int = 5000
+    guard: Guard | None = None
 
 
 def set_busy_timeout(connection: sqlite3.Connection, milliseconds: int) -> None:

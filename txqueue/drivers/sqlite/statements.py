@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from txqueue.core.leases import LOCATOR_SEPARATOR, MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
+from txqueue.core.lengths import constraint_name, limited
 from txqueue.core.schema import Column, ColumnType, Index, Table
 
 __all__ = ["NOW_MICROS", "QueueStatements", "create_index", "create_table", "quote"]
@@ -55,7 +56,18 @@ def quote(name: str) -> str:
 
 def _column(column: Column) -> str:
     kind = "TEXT" if column.array else _TYPES[column.type]
-    return f"{quote(column.name)} {kind}{'' if column.nullable else ' NOT NULL'}"
+    return f"{quote(column.name)} {kind}{'' if column.nullable else ' NOT NULL'}{_length(column)}"
+
+
+def _length(column: Column) -> str:
+    """The named CHECK holding a declared length: SQLite's length() counts the characters
+    of text and the bytes of a blob, so BYTES(n) measures the value as a blob."""
+    if not limited(column):
+        return ""
+    name = quote(column.name)
+    measured = name if column.type is ColumnType.STRING else f"CAST({name} AS BLOB)"
+    check = f"length({measured}) <= {column.length}"
+    return f" CONSTRAINT {quote(constraint_name(column))} CHECK ({check})"
 
 
 def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[str]:

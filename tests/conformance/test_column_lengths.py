@@ -1,0 +1,163 @@
+"""Declared lengths hold on every write path (issue #40, item 1), as on Spanner.
+
+STRING(n) counts Unicode characters and BYTES(n) counts bytes. The database itself enforces
+them (a CHECK constraint in the generated DDL), so SQL INSERT and UPDATE, DML with
+parameters, mutations and plain SQL from the application's own sqlite3/psycopg connection
+are all refused. Through txqueue the refusal is an InvalidArgument naming the column and its
+declared type.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import txqueue
+from txqueue.errors import InvalidArgument
+
+from .support import Face, is_postgres
+
+DDL = [
+    "CREATE TABLE Notes (Id INT64 NOT NULL, Code STRING(3), Tag BYTES(2)) PRIMARY KEY (Id)",
+    "CREATE QUEUE Q1 (Id INT64 NOT NULL, Payload BYTES(1) NOT NULL) PRIMARY KEY (Id)",
+    "CREATE QUEUE Q2 (Id STRING(4) NOT NULL, Payload STRING(2) NOT NULL) PRIMARY KEY (Id)",
+]
+
+
+@pytest.fixture
+def db(face: Face, database_url: str) -> Iterator[txqueue.Database]:
+    with face.connect(database_url, dialect="googlesql") as database:
+        database.update_ddl(DDL)
+        yield database
+
+
+def _update(db: txqueue.Database, sql: str, params: Any = None) -> int:
+    def run(transaction: txqueue.Transaction) -> int:
+        return transaction.execute_update(sql, params=params)
+
+    return db.run_in_transaction(run)
+
+
+def _count(db: txqueue.Database, table: str) -> int:
+    with db.snapshot() as snapshot:
+        return int(next(iter(snapshot.execute_sql(f"SELECT COUNT(*) FROM {table}")))[0])
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("INSERT INTO Q1 (Id, Payload) VALUES (1, b'toolong')", "Payload BYTES(1)"),
+        ("INSERT INTO Q2 (Id, Payload) VALUES ('a', 'abc')", "Payload STRING(2)"),
+        ("INSERT INTO Q2 (Id, Payload) VALUES ('abcde', 'a')", "Id STRING(4)"),
+        ("INSERT INTO Notes (Id, Code) VALUES (1, 'abcd')", "Code STRING(3)"),
+        ("INSERT INTO Notes (Id, Tag) VALUES (1, b'abc')", "Tag BYTES(2)"),
+    ],
+)
+def test_sql_insert_over_the_declared_length_is_refused(
+    db: txqueue.Database, sql: str, named: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=named.replace("(", r"\(").replace(")", r"\)")):
+        _update(db, sql)
+    assert _count(db, sql.split()[2]) == 0
+
+
+def test_sql_update_and_parameters_over_the_declared_length_are_refused(
+    db: txqueue.Database,
+) -> None:
+    _update(db, "INSERT INTO Notes (Id, Code, Tag) VALUES (1, 'abc', b'ab')")
+    with pytest.raises(InvalidArgument, match=r"Code STRING\(3\)"):
+        _update(db, "UPDATE Notes SET Code = 'abcd' WHERE Id = 1")
+    with pytest.raises(InvalidArgument, match=r"Tag BYTES\(2\)"):
+        _update(db, "UPDATE Notes SET Tag = @tag WHERE Id = @id", {"id": 1, "tag": b"abc"})
+    with pytest.raises(InvalidArgument, match=r"Payload BYTES\(1\)"):
+        _update(db, "INSERT INTO Q1 (Id, Payload) VALUES (@id, @p)", {"id": 2, "p": b"xy"})
+    with db.snapshot() as snapshot:
+        rows = [tuple(r) for r in snapshot.execute_sql("SELECT Id, Code, Tag FROM Notes")]
+    assert rows == [(1, "abc", b"ab")]
+
+
+def test_strings_count_characters_and_bytes_count_bytes(db: txqueue.Database) -> None:
+    # Three characters of two UTF-8 bytes each fit STRING(3); two bytes fit BYTES(2).
+    _update(db, "INSERT INTO Notes (Id, Code, Tag) VALUES (1, 'äöü', b'\\xff\\xfe')")
+    _update(db, "INSERT INTO Q2 (Id, Payload) VALUES ('ßßßß', '€€')")
+    with pytest.raises(InvalidArgument, match=r"Payload STRING\(2\)"):
+        _update(db, "INSERT INTO Q2 (Id, Payload) VALUES ('b', '€€€')")
+    assert _count(db, "Notes") == 1
+    assert _count(db, "Q2") == 1
+
+
+def test_mutations_over_the_declared_length_are_refused(db: txqueue.Database) -> None:
+    with pytest.raises(InvalidArgument, match=r"longer than BYTES\(1\)"), db.batch() as batch:
+        batch.send("Q1", (2,), b"toolong")
+    with pytest.raises(InvalidArgument, match=r"longer than STRING\(3\)"), db.batch() as batch:
+        batch.insert("Notes", ("Id", "Code"), [(1, "abcd")])
+    assert _count(db, "Q1") == 0
+    assert _count(db, "Notes") == 0
+
+
+def test_the_applications_own_connection_is_refused_too(
+    db: txqueue.Database, database_url: str
+) -> None:
+    """The constraint is in the table: a write from outside txqueue is refused as well."""
+    if is_postgres(database_url):
+        import psycopg
+
+        with psycopg.connect(database_url) as connection:
+            with pytest.raises(psycopg.errors.CheckViolation, match=r"Payload BYTES\(1\)"):
+                connection.execute("INSERT INTO q1 (id, payload) VALUES (1, %s)", (b"toolong",))
+            connection.rollback()
+            with pytest.raises(psycopg.errors.CheckViolation, match=r"Code STRING\(3\)"):
+                connection.execute("INSERT INTO notes (id, code) VALUES (1, 'abcd')")
+    else:
+        path = database_url[len("sqlite:///") :]
+        connection = sqlite3.connect(path)
+        try:
+            with pytest.raises(sqlite3.IntegrityError, match=r"Payload BYTES\(1\)"):
+                connection.execute("INSERT INTO Q1 (Id, Payload) VALUES (1, ?)", (b"toolong",))
+            with pytest.raises(sqlite3.IntegrityError, match=r"Code STRING\(3\)"):
+                connection.execute("INSERT INTO Notes (Id, Code) VALUES (1, 'abcd')")
+            # Text stored in a BYTES column is measured in bytes, as Spanner would store it.
+            with pytest.raises(sqlite3.IntegrityError, match=r"Tag BYTES\(2\)"):
+                connection.execute("INSERT INTO Notes (Id, Tag) VALUES (2, 'éé')")
+        finally:
+            connection.close()
+    assert _count(db, "Q1") == 0
+    assert _count(db, "Notes") == 0
+
+
+def test_the_postgresql_dialect_varchar_length_names_the_column(
+    face: Face, database_url: str
+) -> None:
+    with face.connect(database_url, dialect="postgresql") as db:
+        db.update_ddl(
+            [
+                "CREATE QUEUE tasks (id varchar(4) NOT NULL, payload varchar(2) NOT NULL,"
+                " PRIMARY KEY (id))"
+            ]
+        )
+        with pytest.raises(InvalidArgument, match=r"payload STRING\(2\)"):
+            _update(db, "INSERT INTO tasks (id, payload) VALUES ('a', 'abc')")
+        _update(db, "INSERT INTO tasks (id, payload) VALUES ('äöüß', 'éé')")
+        assert _count(db, "tasks") == 1
+
+
+def test_long_column_names_keep_distinct_constraints(face: Face, database_url: str) -> None:
+    """Two 63-byte column names alike but for their last character: PostgreSQL keeps names
+    of at most 63 bytes, so each constraint's name is shortened with a digest of the whole."""
+    first, second = "A" * 62 + "1", "A" * 62 + "2"
+    with face.connect(database_url, dialect="googlesql") as db:
+        db.update_ddl(
+            [
+                f"CREATE TABLE Wide (Id INT64 NOT NULL, {first} STRING(1), {second} BYTES(2))"
+                " PRIMARY KEY (Id)"
+            ]
+        )
+        _update(db, f"INSERT INTO Wide (Id, {first}, {second}) VALUES (1, 'é', b'ab')")
+        with pytest.raises(InvalidArgument, match=r"STRING\(1\)"):
+            _update(db, f"INSERT INTO Wide (Id, {first}) VALUES (2, 'ab')")
+        with pytest.raises(InvalidArgument, match=r"BYTES\(2\)"):
+            _update(db, f"INSERT INTO Wide (Id, {second}) VALUES (3, b'abc')")
+        assert _count(db, "Wide") == 1
