@@ -16,7 +16,9 @@ event layer's test, five operations, three times that).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -445,6 +447,100 @@ def test_event_layer_raises_only_txqueue_errors_and_writes_nothing_on_error(
         call()
     except TxqueueError:
         assert (configuration(), len(events.messages())) == before
+
+
+SIZES = st.one_of(st.integers(0, 40), st.sampled_from([255, 256, 257, 2000, 20_000, 30_000]))
+DEPTHS = st.one_of(st.integers(0, 18), st.sampled_from([95, 96, 97, 500]))
+PIECES = st.sampled_from(
+    [
+        "true",
+        'message.type == "t"',
+        'message.source.startsWith("s")',
+        "size(message) > 1",
+        'has(message.subject) && message.subject != ""',
+        '"ab" + message.type != ""',
+        "message.exists(k, k == 'type')",
+    ]
+)
+
+
+@st.composite
+def cel_conditions(draw: st.DrawFn) -> str:
+    """CEL conditions of random sizes and nestings: long operator chains, deep brackets,
+    nested and chained comprehensions, costly patterns, and arbitrary text."""
+    kind = draw(
+        st.sampled_from(
+            ["chain", "brackets", "comprehensions", "growth", "pattern", "pieces", "text"]
+        )
+    )
+    size, depth = draw(SIZES), draw(DEPTHS)
+    if kind == "chain":
+        operator, operand = draw(
+            st.sampled_from(
+                [("+", "1"), ("&&", "true"), ("||", "false"), ("-", "1"), (".", "a"), ("==", "1")]
+            )
+        )
+        if operator == ".":
+            return "message" + ".a" * size + " == 1"
+        return f" {operator} ".join([operand] * max(size, 1)) + (" > 0" if operand == "1" else "")
+    if kind == "brackets":
+        opening, closing, tail = draw(
+            st.sampled_from([("(", ")", " > 0"), ("size(", ")", " > 0"), ("[", "]", " != []")])
+        )
+        inner = "1" if opening == "(" else "'a'" if opening == "size(" else "1"
+        return opening * depth + inner + closing * depth + tail
+    if kind == "comprehensions":
+        items = "[" + ",".join(str(number) for number in range(max(size, 1) % 200 + 1)) + "]"
+        ranges = draw(st.sampled_from([items, "message"]))
+        names = [f"v{level}" for level in range(depth % 9 + 1)]
+        body = " + ".join(names) if ranges == items else " + ".join(f"{n}" for n in names)
+        test = f"{body} != 0" if ranges == items else f'{body} != ""'
+        return "".join(f"{ranges}.all({name}, " for name in names) + test + ")" * len(names)
+    if kind == "growth":
+        return '["ab"]' + ".map(x, x + x)" * (depth % 30) + ".size() > 0"
+    if kind == "pattern":
+        pattern = draw(st.sampled_from(["\\\\w", "\\\\pL", "a", ".", "(a{10})"]))
+        return f'message.type.matches("{pattern}{{{size}}}")'
+    if kind == "pieces":
+        parts = draw(st.lists(PIECES, min_size=1, max_size=8))
+        return draw(st.sampled_from([" && ", " || "])).join(f"({part})" for part in parts)
+    return draw(TEXTS)
+
+
+@settings(ADVERSARIAL, max_examples=2 * ADVERSARIAL.max_examples)
+@given(
+    condition=either(cel_conditions()),
+    attributes=st.sampled_from([0, 5, 300, 3000]),
+    longest=st.sampled_from([1, 1000, 2**20]),
+)
+def test_cel_conditions_raise_only_txqueue_errors_and_never_stall_a_publish(
+    pinned: Env, condition: Any, attributes: int, longest: int
+) -> None:
+    """Any condition: created (then each publish succeeds in bounded time, whatever the
+    event) or refused with a txqueue error; never a crash, never a publish that runs on."""
+    events = pinned.face.events(pinned.db)
+    if not events.list_buses():
+        events.create_bus("orders")
+        events.create_pipeline("p1", "bus:orders")
+    count(pinned, "create_enrollment (CEL)")
+    before = [(e.name, e.cel_match) for e in events.list_enrollments()]
+    started = time.monotonic()
+    try:
+        events.create_enrollment("cel", bus="orders", pipeline="p1", cel_match=condition)
+    except TxqueueError:
+        assert [(e.name, e.cel_match) for e in events.list_enrollments()] == before
+        assert time.monotonic() - started < 10
+        return
+    try:
+        event = {"id": "1", "source": "s", "type": "t", "subject": "s" * longest}
+        event.update({f"x{number}": "v" for number in range(attributes)})
+        started = time.monotonic()
+        with contextlib.suppress(TxqueueError):
+            events.publish("orders", event)
+        assert time.monotonic() - started < 10, f"publish took {time.monotonic() - started} s"
+    finally:
+        events.delete_enrollment("cel")
+        events.purge()
 
 
 # ---- pure entry points ----------------------------------------------------------------------

@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 def within(result: T, seconds: float) -> T:
-    """The call has already run, bounded per phase by httpx's timeouts: its result."""
+    """The call has already run, bounded by the attempt's deadline (`attempts.time_left`)."""
     return result
 
 

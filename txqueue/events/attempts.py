@@ -2,20 +2,27 @@
 
 The deliverers (`txqueue.events.delivery`) send; this module turns what came back — a
 response and the start of its body, or an error — into an `Attempt`, never an exception.
+It also holds the attempt's total deadline (`attempt_deadline`), which every network
+operation of the attempt reads (`time_left`): httpx's timeouts bound each read alone, so a
+peer that sends a byte now and then would otherwise hold an attempt for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import importlib.util
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from http import HTTPStatus
 from typing import Any
 
+import httpcore
 import httpx
 
 from txqueue.core.text import printable
@@ -29,10 +36,12 @@ __all__ = [
     "FAILURES",
     "Attempt",
     "WithoutCookies",
+    "attempt_deadline",
     "client_options",
     "destination_url",
     "from_error",
     "from_response",
+    "time_left",
     "timeout_seconds",
 ]
 
@@ -45,6 +54,34 @@ if importlib.util.find_spec("sniffio") is None:
 _USER_AGENT = "txqueue-events/0.1"
 EXCERPT = 1024  # bytes of a failing response's body kept in Attempt.error
 DRAIN = 64 * 1024  # bytes read to free a connection for reuse; past that it is dropped
+
+
+#: When the attempt running in this context must end (``time.monotonic()``), or None.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "txqueue_attempt_deadline", default=None
+)
+
+
+@contextmanager
+def attempt_deadline(deadline: float) -> Iterator[None]:
+    """Within the block, network operations end by ``deadline`` (``time.monotonic()``)."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def time_left(timeout: float | None, exceeded: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to what is left of the attempt's deadline (unchanged outside one);
+    raises ``exceeded`` once the deadline has passed, so no operation starts after it."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise exceeded("the attempt's deadline passed")
+    return left if timeout is None else min(timeout, left)
 
 
 @dataclass(frozen=True)

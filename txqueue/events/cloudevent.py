@@ -151,10 +151,57 @@ def to_binary_http(event: CloudEvent, message_uid: str) -> tuple[dict[str, str],
     return dict(message.headers), message.body
 
 
-def to_json(event: CloudEvent) -> dict[str, Any]:
-    """The event in CloudEvents structured JSON form (bytes data as ``data_base64``)."""
+def to_json(event: CloudEvent, message_uid: str | None = None) -> dict[str, Any]:
+    """The event in CloudEvents structured JSON form, with ``message_uid`` (if given) as
+    ``messageuid`` and ``xgooglemessageuid``.
+
+    As the JSON format requires, JSON data (a JSON ``datacontenttype``, ``+json`` included)
+    is a JSON value in ``data``, also when it is held as its encoded bytes; text (``text/*``,
+    XML) that is UTF-8 is a string in ``data``; other bytes are ``data_base64``.
+    """
     result: dict[str, Any] = json.loads(_FORMAT.write(event))
+    data = event.get_data()
+    if isinstance(data, bytes):
+        value = _readable(data, event.get_datacontenttype())
+        if value is not _BINARY:
+            del result["data_base64"]
+            result["data"] = value
+    if message_uid is not None:
+        _check_string(MESSAGE_UID_ATTRIBUTE, message_uid)
+        result[MESSAGE_UID_ATTRIBUTE] = message_uid
+        result[GOOGLE_MESSAGE_UID_ATTRIBUTE] = message_uid
     return result
+
+
+_BINARY = object()
+_TEXT_TYPE = re.compile(r"\s*(?:text/[^;\s]+|[^;\s]+[/+]xml)\s*(?:;|\Z)", re.IGNORECASE)
+_CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\";\s]+)", re.IGNORECASE)
+
+
+def _readable(data: bytes, content_type: str | None) -> Any:
+    """``data`` as the JSON value or the text it holds under ``content_type``, or `_BINARY`
+    when it is neither (not UTF-8, not JSON, a charset other than UTF-8, no content type)."""
+    if content_type is None:
+        return _BINARY  # bytes the producer gave without saying what they are
+    charset = _CHARSET.search(content_type)
+    if charset is not None and charset[1].lower() not in ("utf-8", "utf8", "us-ascii"):
+        return _BINARY
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return _BINARY
+    if _is_json(content_type):
+        try:
+            value = json.loads(text, parse_constant=_not_json)
+            _json_text(value)  # refuses what overflowed to infinity, or nests too deep
+        except (ValueError, InvalidArgument, RecursionError):
+            return _BINARY
+        return value
+    return text if _TEXT_TYPE.match(content_type) else _BINARY
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def from_json(document: Mapping[str, Any]) -> CloudEvent:

@@ -51,9 +51,10 @@ def private_allowed(allow_private: bool) -> bool:
     return allow_private or os.environ.get(ALLOW_PRIVATE_ENV) == "1"
 
 
-def check_destination(url: str, allow_private: bool = False) -> str:
+def check_destination(url: str, allow_private: bool = False, *, environment: bool = True) -> str:
     """``url`` with its scheme and host in lower case, if it is an acceptable http(s)
-    destination; raise InvalidArgument if not."""
+    destination; raise InvalidArgument if not. Without ``environment`` the environment
+    variable does not count: only ``allow_private`` allows a private host."""
     if not isinstance(url, str) or not url:
         raise InvalidArgument("destination URL must be a non-empty string")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
@@ -79,7 +80,7 @@ def check_destination(url: str, allow_private: bool = False) -> str:
     # urlsplit found "scheme://netloc" at the start; the rest is kept byte for byte.
     rest = url[len(parts.scheme) + 3 + len(parts.netloc) :]
     normalized = f"{scheme}://{parts.netloc.lower()}{rest}"
-    if private_allowed(allow_private):
+    if allow_private or (environment and private_allowed(False)):
         return normalized
     try:
         addresses = resolve(host, port or _SCHEMES[scheme])
@@ -92,9 +93,10 @@ def check_destination(url: str, allow_private: bool = False) -> str:
         reason = address_problem(address)
         if reason is not None:
             shown = host if str(address) == host else f"{host} ({address})"
+            way = f" or set {ALLOW_PRIVATE_ENV}=1" if environment else ""
             raise InvalidArgument(
                 f"destination host {shown} is {_article(reason)} {reason} address; pass "
-                f"allow_private=True or set {ALLOW_PRIVATE_ENV}=1 to deliver to it"
+                f"allow_private=True{way} to deliver to it"
             )
     return normalized
 

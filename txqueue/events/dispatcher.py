@@ -7,7 +7,14 @@ expires, so no delivery is lost (delivery is at-least-once).
 
 Every attempt ends in one transaction (see `recorder`) that acks the delivery with its lease
 token, writes the attempt-log row and, for a retry, sends the delivery again with deliver time
-now + `next_delay`. HTTP attempts run on ``concurrency`` threads with the synchronous
+now + `next_delay`; an attempt whose lease ran out first still counts (`leases`).
+
+An HTTP attempt ends at ``attempt_timeout``, a total deadline however slowly the endpoint
+answers. The lease is twice that plus 5 s: a wait for a free HTTP thread (at most one attempt
+ahead), the attempt, and its record; a delivery that waited over a second for room has its
+lease renewed first. On `stop`, requests no thread has started are given back unattempted.
+
+HTTP attempts run on ``concurrency`` threads with the synchronous
 deliverer (half the CPU of httpx's asyncio client), each POSTing the request that publish
 encoded (`sender`): a thread takes the next request as soon as its response is in, so
 requests go on while the recorder commits, and the event loop collects the answers in
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import gc
 import json
 import logging
@@ -31,31 +39,24 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import httpx
-
 from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.durations import MAX_DURATION, to_duration
 from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
 from txqueue.drivers._async_compat import done_within
-from txqueue.errors import (
-    AlreadyExists,
-    InvalidArgument,
-    NotFound,
-    TxqueueError,
-)
+from txqueue.errors import AlreadyExists, InvalidArgument, NotFound, TxqueueError
 from txqueue.events._async.events import AsyncEvents
 from txqueue.events.cloudevent import CloudEvent, from_json, to_binary_http, to_json
 from txqueue.events.delivery import Attempt, HttpDeliverer
-from txqueue.events.guarded import DEFAULT_LIMITS
+from txqueue.events.leases import give_back, log_lost, renewed, resume
 from txqueue.events.outcomes import AttemptKind, next_delay
 from txqueue.events.payloads import payload_problem
 from txqueue.events.recorder import AttemptRecord, LeaseLost, Recorder, Write
 from txqueue.events.records import DELIVERIES, Catalog, Delivery
 from txqueue.events.records import DeliveryAttempt as LogRow
 from txqueue.events.resources import Pipeline
-from txqueue.events.sender import Request, Sender
+from txqueue.events.sender import Request, Sender, pool_limits
 from txqueue.models import Message
 from txqueue.worker.concurrency import cancel_and_wait
 
@@ -80,6 +81,8 @@ _AHEAD = 2
 #: few transactions (one dispatcher's CPU per delivery fell by a fifth from 16 a receive;
 #: 128 was slower again). Fewer ready are leased as they are, so nothing waits for a batch.
 _LEASE_BATCH = 64
+#: A delivery that waited longer than this for room is handed out with its lease renewed.
+_RENEW_AFTER = 1.0
 #: A bus-to-bus forward chain longer than this is a loop, failed permanently.
 MAX_HOPS = 8
 _ZERO = timedelta(0)
@@ -111,9 +114,9 @@ class AsyncDispatcher:
     """Delivers for every pipeline of ``database`` until `stop` is called.
 
     ``concurrency`` bounds HTTP requests in flight (threads, each with a keep-alive
-    connection of the pool); ``attempt_timeout`` bounds one HTTP attempt, and the lease on a
-    delivery is twice that plus 5 s. Every ``purge_interval`` the dispatcher purges archive
-    and log rows past their bus's retention (None: never).
+    connection of the pool); ``attempt_timeout`` is one HTTP attempt's total deadline, and
+    the lease on a delivery is twice that plus 5 s. Every ``purge_interval`` the dispatcher
+    purges archive and log rows past their bus's retention (None: never).
     """
 
     def __init__(
@@ -158,10 +161,14 @@ class AsyncDispatcher:
         self._unfinished_bound = concurrency * _AHEAD + _RECORD_BACKLOG
         self._room = asyncio.Event()
         self._idle = asyncio.Event()
+        self._logging: set[asyncio.Task[None]] = set()  # attempts whose lease was lost
+        self._holding: set[tuple[str, str]] = set()  # keys of the attempts received, unfinished
 
     def stop(self) -> None:
-        """Ask `run` to finish: attempts in flight complete, nothing new is received."""
+        """Ask `run` to finish: attempts in flight complete (within their deadline), nothing
+        new is received, and deliveries received but not started are given back."""
         self._stopping.set()
+        self._room.set()  # a receive waiting for room looks at `_stopping`
 
     async def run(self) -> None:
         """Receive and deliver until `stop`; errors of one delivery never end the loop."""
@@ -169,7 +176,7 @@ class AsyncDispatcher:
         tasks: set[asyncio.Task[None]] = set()
         next_purge = time.monotonic()
         recorder = asyncio.create_task(self._recorder.run())
-        deliverer = HttpDeliverer(self.attempt_timeout, limits=_pool_limits(self.concurrency))
+        deliverer = HttpDeliverer(self.attempt_timeout, limits=pool_limits(self.concurrency))
         self._sender = Sender(deliverer, self.concurrency, self.database.now)
         # A dispatcher that owns its process (``txqueue dispatcher``) takes what exists now out
         # of the cyclic GC's full collections, as the worker does: scanning the imported
@@ -190,6 +197,7 @@ class AsyncDispatcher:
                     )
                     await self._pause(1.0)
         finally:
+            await self._give_back_requests(self._sender.abandon())  # not started: not attempted
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             if self._unfinished:  # attempts in flight finish and are recorded
@@ -211,28 +219,43 @@ class AsyncDispatcher:
             max_batch_size=min(_LEASE_BATCH, self._unfinished_bound),
             lease_duration=self.lease,
         )
+        batch_arrived: float | None = None
         try:
             async for message in stream:
+                if batch_arrived is None:
+                    batch_arrived = time.monotonic()
+                if message.last_in_batch:
+                    arrived, batch_arrived = batch_arrived, None
+                else:
+                    arrived = batch_arrived
                 while (
                     self._requests >= self._requests_bound
                     or self._unfinished >= self._unfinished_bound
-                ):
+                ) and not self._stopping.is_set():
                     self._room.clear()
                     await self._room.wait()
+                if self._stopping.is_set():
+                    await give_back(self.database, [message])  # the rest: the stream's close
+                    break
+                kept = await self._keep(message, arrived)
+                if kept is None:
+                    continue
+                message, key = kept, kept.key
                 self._unfinished += 1
+                self._holding.add(key)
                 self._idle.clear()
                 try:
                     handed = await self._send(message)
                 except Exception:  # e.g. reading the pipelines failed: `_attempt` logs it
                     handed = False
                 except BaseException:
-                    self._finished()
+                    self._finished(key)
                     raise
                 if not handed:
                     task = asyncio.create_task(self._attempt(message))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
-                    task.add_done_callback(self._finished)
+                    task.add_done_callback(functools.partial(self._finished, key))
                 if self._stopping.is_set():
                     break
         finally:
@@ -240,9 +263,29 @@ class AsyncDispatcher:
             if close is not None:
                 await close()  # releases received messages not handed out yet
 
-    def _finished(self, *_: object) -> None:
-        """One attempt received earlier is over (recorded, or left to its lease)."""
+    async def _keep(self, message: Message, arrived: float) -> Message | None:
+        """``message`` ready to attempt, its lease renewed if it waited; None if not now.
+
+        A delivery whose earlier lease ran out while this dispatcher still attempts it is
+        given back until that attempt has ended and been logged: the log then decides.
+        """
+        if message.key in self._holding:
+            await give_back(self.database, [message], self.attempt_timeout)
+            return None
+        if time.monotonic() - arrived > _RENEW_AFTER:
+            return await renewed(self.database, message, self.lease)  # None: lost meanwhile
+        return message
+
+    async def _give_back_requests(self, requests: list[Request]) -> None:
+        """Give back requests taken from the HTTP threads unstarted, and count them done."""
+        await give_back(self.database, [request.message for request in requests])
+        for request in requests:  # attempt None: nothing to record
+            request.done(request)
+
+    def _finished(self, key: tuple[str, str], *_: object) -> None:
+        """The attempt of ``key`` received earlier is over (recorded, or left to its lease)."""
         self._unfinished -= 1
+        self._holding.discard(key)
         if self._unfinished < self._unfinished_bound and self._requests < self._requests_bound:
             self._room.set()
         if not self._unfinished:
@@ -261,8 +304,8 @@ class AsyncDispatcher:
             delivery = Delivery.decode(message.payload)
         except (ValueError, KeyError, TypeError):
             return False  # `_attempt` dead-letters it
-        if delivery.http is None:
-            return False
+        if delivery.http is None or message.delivery_count > 1:
+            return False  # a lease ran out before: `_attempt` reads the log first
         pipeline = await self._pipeline(message.key[0])
         if (
             pipeline is None
@@ -279,8 +322,8 @@ class AsyncDispatcher:
         """Record an answered request (on the event loop, without waiting for the commit)."""
         self._answered()
         attempt = request.attempt
-        if attempt is None:  # failed unexpectedly: the lease expires and it is redone
-            self._finished()
+        if attempt is None:  # given back, or failed unexpectedly (the lease expires)
+            self._finished(request.message.key)
             return
         message = request.message
         record, settled = self._outcome(
@@ -288,11 +331,15 @@ class AsyncDispatcher:
         )
 
         def recorded(error: BaseException | None) -> None:
-            self._finished()
+            if isinstance(error, LeaseLost):  # `run` waits for its row
+                logged = asyncio.create_task(log_lost(self.database, record, error))
+                self._logging.add(logged)
+                logged.add_done_callback(self._logging.discard)
+                logged.add_done_callback(functools.partial(self._finished, message.key))
+                return
+            self._finished(message.key)
             if error is None:
                 self._settled(settled)
-            elif isinstance(error, LeaseLost):
-                self._lease_lost(settled, error)
             else:  # the database failed: the lease expires and the attempt is redone
                 logger.error(
                     "delivery %s failed unexpectedly; it will be retried",
@@ -367,6 +414,12 @@ class AsyncDispatcher:
             await self.database.dead_letter(DELIVERIES, message.key, message.lease_token, reason)
             logger.error("delivery %s/%s dead-lettered: %s", *map(printable, (name, uid, reason)))
             return
+        if message.delivery_count > 1:  # a lease ran out: was an attempt made meanwhile?
+            rows = await self.events.attempts(uid, pipeline=name)
+            resumed = await resume(self.database, message, delivery, rows)
+            if resumed is None:
+                return
+            delivery = resumed
         started = self.database.now() or datetime.now(timezone.utc)
         pipeline = await self._pipeline(name)
         event: CloudEvent | None = None
@@ -435,7 +488,7 @@ class AsyncDispatcher:
 
         async def to_queue(txn: AsyncTransaction) -> None:
             column = (await self.database.queue(target)).payload_column
-            document = {**to_json(event), "messageuid": uid}
+            document = to_json(event, uid)  # messageuid and xgooglemessageuid
             text = json.dumps(document, separators=(",", ":"))
             payload: Any = {
                 ColumnType.JSON: document,
@@ -462,7 +515,7 @@ class AsyncDispatcher:
         try:
             await self._recorder.record(record)
         except LeaseLost as lost:
-            self._lease_lost(settled, lost)
+            await log_lost(self.database, record, lost)
             return
         self._settled(settled)
 
@@ -505,13 +558,6 @@ class AsyncDispatcher:
         record = AttemptRecord(message.key, message.lease_token, row, resend, forward, clock)
         return record, _Settled(name, uid, number, state, error, delay)
 
-    @staticmethod
-    def _lease_lost(settled: _Settled, lost: LeaseLost) -> None:
-        logger.warning(
-            "delivery %s/%s: lease lost before recording (%s)",
-            *map(printable, (settled.name, settled.uid, lost)),
-        )
-
     def _settled(self, settled: _Settled) -> None:
         """Count a recorded attempt; log a retry or a failure."""
         self.stats.attempts += 1
@@ -543,14 +589,6 @@ def _problem(
     if pipeline.destination.kind == "bus" and delivery.hops >= MAX_HOPS:
         return f"routing loop: the event was forwarded between buses {delivery.hops} times"
     return payload_problem(event, pipeline.input_payload_format, pipeline.json_schema)
-
-
-def _pool_limits(concurrency: int) -> httpx.Limits:
-    """A keep-alive pool of a connection per HTTP thread, never below httpx's defaults."""
-    return httpx.Limits(
-        max_connections=max(DEFAULT_LIMITS.max_connections or 0, concurrency),
-        max_keepalive_connections=max(DEFAULT_LIMITS.max_keepalive_connections or 0, concurrency),
-    )
 
 
 def _elapsed(clock: float) -> timedelta:

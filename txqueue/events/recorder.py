@@ -3,7 +3,8 @@
 Every attempt ends in a transaction that acks the delivery message with its lease token,
 inserts the attempt-log row and, for a retry, sends the delivery again with a later deliver
 time. The log and the queue therefore never disagree, and a dispatcher that lost its lease
-records nothing (`LeaseLost`).
+acks nothing (`LeaseLost`); the dispatcher then logs the attempt alone
+(`txqueue.events.leases`), so that it counts toward ``max_attempts``.
 
 The recorder commits these transactions in groups: one commit for all the attempts finished
 meanwhile, with one multi-row insert. While more answers are on their way (``more_coming``),

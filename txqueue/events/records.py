@@ -308,11 +308,25 @@ class Catalog:
 
     def routes(self, bus: str, attributes: dict[str, Any]) -> list[str]:
         """The pipelines that the enrollments of ``bus`` route an event with ``attributes`` to."""
+        return self.routing(bus, attributes)[0]
+
+    def routing(
+        self, bus: str, attributes: dict[str, Any]
+    ) -> tuple[list[str], list[tuple[Enrollment, str]]]:
+        """`routes`, and the enrollments whose condition was not evaluated for this event
+        (over its cost budget, or refused when loaded), each with the reason."""
         enrollments = [e for e in self.enrollments.values() if e.bus == bus]
         if not enrollments:
-            return []
+            return [], []
         prepared = prepare(attributes)
-        return sorted({e.pipeline for e in enrollments if e.condition.matches(prepared)})
+        routes, refused = set(), []
+        for enrollment in enrollments:
+            reason = enrollment.condition.refusal(prepared)
+            if reason is not None:
+                refused.append((enrollment, reason))
+            elif enrollment.condition.matches(prepared):
+                routes.add(enrollment.pipeline)
+        return sorted(routes), sorted(refused, key=lambda item: item[0].name)
 
 
 CONFIG_QUERY = f"SELECT kind, name, config, create_time, update_time FROM {CONFIG}"

@@ -12,6 +12,7 @@ spliced into SQL.
 
 from __future__ import annotations
 
+import copy as copy_module
 import enum
 import json
 import re
@@ -82,14 +83,17 @@ class Destination:
         return self.target if self.kind == "http" else f"{self.kind}:{self.target}"
 
 
-def parse_destination(text: object, allow_private: bool = False) -> Destination:
+def parse_destination(
+    text: object, allow_private: bool = False, *, environment: bool = True
+) -> Destination:
     """Parse ``https://...``, ``bus:NAME`` or ``queue:NAME``; URLs pass `check_destination`
-    and are kept with their scheme and host in lower case."""
+    (``environment``: whether the environment variable may allow a private host) and are kept
+    with their scheme and host in lower case."""
     if not isinstance(text, str) or not text:
         raise InvalidArgument("destination must be a non-empty string")
     kind, _, target = text.partition(":")
     if kind.lower() in ("http", "https"):
-        return Destination("http", check_destination(text, allow_private))
+        return Destination("http", check_destination(text, allow_private, environment=environment))
     if kind == "bus" and target:
         return Destination("bus", check_resource_name(target, "destination bus"))
     if kind == "queue" and target:
@@ -99,11 +103,15 @@ def parse_destination(text: object, allow_private: bool = False) -> Destination:
     )
 
 
-def recorded_private(destination: Destination, allow_private: bool) -> bool:
+def recorded_private(
+    destination: Destination, allow_private: bool, *, environment: bool = True
+) -> bool:
     """The ``allow_private`` a pipeline records with ``destination``: also true when the
-    environment variable let its URL be private when it was checked. Deliveries follow the
-    recorded value, whatever the dispatcher's environment."""
-    return allow_private or (destination.kind == "http" and private_allowed(False))
+    environment variable (if ``environment`` lets it count) let its URL be private when it was
+    checked. Deliveries follow the recorded value, whatever the dispatcher's environment."""
+    if allow_private:
+        return True
+    return environment and destination.kind == "http" and private_allowed(False)
 
 
 @dataclass(frozen=True)
@@ -192,12 +200,15 @@ class Enrollment:
         check_resource_name(self.name, "enrollment")
         check_resource_name(self.bus, "bus")
         check_resource_name(self.pipeline, "pipeline")
+        if not isinstance(self.cel_match, str):  # checked before the cache hashes it
+            compile_condition(self.cel_match)  # raises InvalidArgument naming the type
         condition(self.cel_match)  # raises InvalidArgument saying what is wrong
 
     @property
     def condition(self) -> Condition:
-        """The compiled ``cel_match`` (cached per expression)."""
-        return condition(self.cel_match)
+        """The compiled ``cel_match`` (cached per expression); a refused `Condition` when the
+        stored expression no longer passes the checks (see `decode_resource`)."""
+        return stored_condition(self.cel_match)
 
 
 Resource = Bus | Pipeline | Enrollment
@@ -207,6 +218,16 @@ Resource = Bus | Pipeline | Enrollment
 def condition(expression: str) -> Condition:
     """Compile a CEL condition once per distinct expression."""
     return compile_condition(expression)
+
+
+@lru_cache(maxsize=1024)
+def stored_condition(expression: str) -> Condition:
+    """`condition`, or a refused one when ``expression`` fails the checks: a stored condition
+    must neither crash nor block publishers, who record why it was not evaluated."""
+    try:
+        return condition(expression)
+    except InvalidArgument as error:
+        return Condition.refused(expression, str(error))
 
 
 def encode_resource(resource: Resource) -> tuple[str, str]:
@@ -241,7 +262,10 @@ def decode_resource(
 ) -> Resource:
     """The resource stored as ``(kind, name, config)``; parsed once per distinct row."""
     resource, schema = _decode(kind, name, config)
-    resource = replace(resource, create_time=create_time, update_time=update_time)
+    if isinstance(resource, Enrollment):  # not checked again: its condition may be refused
+        resource = _unchecked(resource, create_time=create_time, update_time=update_time)
+    else:
+        resource = replace(resource, create_time=create_time, update_time=update_time)
     if schema is not None:
         # Checked when it was stored, perhaps under laxer rules: a schema that no longer
         # passes must not hide the whole catalog; its deliveries fail permanently instead.
@@ -280,8 +304,37 @@ def _decode(kind: str, name: str, config: str) -> tuple[Resource, dict[str, Any]
         )
         return pipeline, data["json_schema"]
     if kind == ENROLLMENT:
-        return Enrollment(name, data["bus"], data["pipeline"], data["cel_match"]), None
+        # Checked when it was stored, perhaps under laxer rules (or written directly): a
+        # condition that no longer passes must not hide the catalog nor stop publishing; it
+        # is kept refused, and each event it is not evaluated for records why.
+        bus, pipeline, cel_match = data["bus"], data["pipeline"], data["cel_match"]
+        try:
+            return Enrollment(name, bus, pipeline, cel_match), None
+        except InvalidArgument:
+            if not isinstance(cel_match, str):
+                raise
+            check_resource_name(name, "enrollment")
+            check_resource_name(bus, "bus")
+            check_resource_name(pipeline, "pipeline")
+        unchecked = _unchecked(
+            object.__new__(Enrollment),
+            name=name,
+            bus=bus,
+            pipeline=pipeline,
+            cel_match=cel_match,
+            create_time=None,
+            update_time=None,
+        )
+        return unchecked, None
     raise InvalidArgument(f"unknown event resource kind {kind!r}")
+
+
+def _unchecked(enrollment: Enrollment, **changes: Any) -> Enrollment:
+    """A copy of ``enrollment`` with ``changes``, without the checks of its constructor."""
+    copy = copy_module.copy(enrollment)
+    for name, value in changes.items():
+        object.__setattr__(copy, name, value)
+    return copy
 
 
 def _dump(data: dict[str, Any]) -> str:

@@ -19,15 +19,18 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+import httpx
+
 from txqueue import telemetry
 from txqueue.core.text import printable
 from txqueue.events.delivery import Attempt, HttpDeliverer
+from txqueue.events.guarded import DEFAULT_LIMITS
 from txqueue.events.records import Delivery
 from txqueue.events.resources import Pipeline
 from txqueue.events.signing import sign
 from txqueue.models import Message
 
-__all__ = ["Request", "Sender"]
+__all__ = ["Request", "Sender", "pool_limits"]
 
 logger = logging.getLogger("txqueue.events")
 
@@ -99,6 +102,19 @@ class Sender:
         """Queue ``request`` for the next free thread."""
         self._requests.put(request)
 
+    def abandon(self) -> list[Request]:
+        """Take back the requests no thread has started (they are not attempted)."""
+        taken: list[Request] = []
+        while True:
+            try:
+                request = self._requests.get_nowait()
+            except queue.Empty:
+                return taken
+            if request is None:  # closing: leave the stop signs for the threads
+                self._requests.put(None)
+                return taken
+            taken.append(request)
+
     def close(self) -> None:
         """Stop the threads once the requests queued so far are answered."""
         for _ in self._threads:
@@ -160,3 +176,11 @@ class Sender:
                 request.done(request)
             except Exception:
                 logger.exception("recording an attempt failed unexpectedly")
+
+
+def pool_limits(threads: int) -> httpx.Limits:
+    """A keep-alive pool of a connection per HTTP thread, never below httpx's defaults."""
+    return httpx.Limits(
+        max_connections=max(DEFAULT_LIMITS.max_connections or 0, threads),
+        max_keepalive_connections=max(DEFAULT_LIMITS.max_keepalive_connections or 0, threads),
+    )

@@ -285,11 +285,11 @@ def test_sync_pool_keeps_a_connection_per_thread_alive(receiver: Receiver) -> No
 
 
 def test_dispatcher_pool_is_sized_to_its_concurrency() -> None:
-    from txqueue.events.dispatcher import _pool_limits
+    from txqueue.events.sender import pool_limits
 
-    assert _pool_limits(32).max_keepalive_connections == 32
-    assert _pool_limits(32).max_connections == 100
-    assert _pool_limits(4).max_keepalive_connections == 20  # never below httpx's default
+    assert pool_limits(32).max_keepalive_connections == 32
+    assert pool_limits(32).max_connections == 100
+    assert pool_limits(4).max_keepalive_connections == 20  # never below httpx's default
 
 
 def test_sync_cloudevent_signed_end_to_end(deliverer: HttpDeliverer, receiver: Receiver) -> None:

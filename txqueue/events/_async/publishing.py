@@ -40,7 +40,7 @@ from txqueue.events.records import (
     DeliveryAttempt,
     Sql,
 )
-from txqueue.events.resources import check_resource_name
+from txqueue.events.resources import Enrollment, check_resource_name
 
 __all__ = ["AsyncPublisher"]
 
@@ -133,8 +133,9 @@ class AsyncPublisher:
             raise NotFound(f"bus {bus!r} does not exist")
         uid = message_uid or str(uuid.uuid4())
         now = self._now()
+        refused: list[tuple[Enrollment, str]] = []
         if pipelines is None:
-            routes = catalog.routes(bus, attributes_of(event))
+            routes, refused = catalog.routing(bus, attributes_of(event))
         else:
             routes = sorted(set(pipelines))
         document = to_json(event)
@@ -142,12 +143,15 @@ class AsyncPublisher:
             text = json.dumps(document, separators=(",", ":"))
             row = (uid, bus, event.get_id(), event.get_source(), event.get_type(), text, now)
             await txn.insert(MESSAGES, MESSAGE_COLUMNS, [(*row, replay_of)])
-            if not routes:
+            if not routes and not refused:
                 error = f"no enrollment of bus {bus!r} matched"
                 attempt = DeliveryAttempt(
                     uid, "", 1, bus, now, "failed", "permanent", None, error, None
                 )
                 await txn.insert(ATTEMPTS, ATTEMPT_COLUMNS, [attempt.row()])
+        failures = _unevaluated(uid, bus, now, routes, refused)
+        if failures:
+            await txn.insert(ATTEMPTS, ATTEMPT_COLUMNS, failures)
         if not routes:
             return uid
         http = None
@@ -157,6 +161,27 @@ class AsyncPublisher:
         for pipeline in routes:
             await txn.send(DELIVERIES, (pipeline, uid), payload)
         return uid
+
+
+def _unevaluated(
+    uid: str,
+    bus: str,
+    now: datetime,
+    routes: Sequence[str],
+    refused: Sequence[tuple[Enrollment, str]],
+) -> list[tuple[Any, ...]]:
+    """Attempt-log rows for the pipelines an event was not routed to because an enrollment's
+    condition was not evaluated (a permanent failure before routing; replay delivers it)."""
+    rows: dict[str, tuple[Any, ...]] = {}
+    for enrollment, reason in refused:
+        if enrollment.pipeline in routes or enrollment.pipeline in rows:
+            continue  # routed anyway, or already recorded: one row per (message, pipeline)
+        error = f"enrollment {enrollment.name!r} was not evaluated: {reason}"
+        attempt = DeliveryAttempt(
+            uid, enrollment.pipeline, 1, bus, now, "failed", "permanent", None, error, None
+        )
+        rows[enrollment.pipeline] = attempt.row()
+    return list(rows.values())
 
 
 def _over_http(catalog: Catalog, name: str) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
-from txqueue._sync.database import Transaction
+from txqueue._sync.database import Database, Transaction
 from txqueue.core.retry import RetryPolicy
 from txqueue.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from txqueue.events._sync.archive import Archive
@@ -48,7 +48,16 @@ class Events(Archive):
 
     Configuration lives in the database, so every process sees the same buses, pipelines and
     enrollments; routing happens at publish time, inside the publishing transaction.
+
+    With ``private_from_environment=False``, ``TXQUEUE_ALLOW_PRIVATE_DESTINATIONS=1`` does not
+    count in `create_pipeline` and `update_pipeline`: only ``allow_private=True`` allows a
+    private destination. The dashboard's event layer is made so: its API clients must not
+    inherit the server process's environment.
     """
+
+    def __init__(self, database: Database, *, private_from_environment: bool = True) -> None:
+        super().__init__(database)
+        self.private_from_environment = bool(private_from_environment)
 
     def create_bus(
         self, name: str, *, archive: bool = True, retention: timedelta | None = timedelta(days=30)
@@ -94,10 +103,12 @@ class Events(Archive):
         ``signing_secret_file`` (without one trailing newline) or the environment variable
         ``signing_secret_env``: at most one of the three.
 
-        ``allow_private`` (or ``TXQUEUE_ALLOW_PRIVATE_DESTINATIONS=1`` here) lets the URL's
-        host be private; the pipeline records it and its deliveries are checked against it."""
+        ``allow_private`` (or ``TXQUEUE_ALLOW_PRIVATE_DESTINATIONS=1`` here, unless this object
+        was made with ``private_from_environment=False``) lets the URL's host be private; the
+        pipeline records it and its deliveries are checked against it."""
         secret = choose_secret(signing_secret, signing_secret_file, signing_secret_env, unset=None)
-        target = parse_destination(destination, allow_private)
+        environment = self.private_from_environment
+        target = parse_destination(destination, allow_private, environment=environment)
         self._check_queue(target)
         pipeline = Pipeline(
             name,
@@ -106,7 +117,7 @@ class Events(Archive):
             input_payload_format,
             json_schema,
             secret,
-            recorded_private(target, allow_private),
+            recorded_private(target, allow_private, environment=environment),
         )
         return self._create(pipeline)
 
@@ -141,9 +152,10 @@ class Events(Archive):
         target: Destination | None = None
         if destination is not None or allow_private is not None:
             given = str(current.destination) if destination is None else destination
-            target = parse_destination(given, private)
+            environment = self.private_from_environment
+            target = parse_destination(given, private, environment=environment)
             self._check_queue(target)
-            private = recorded_private(target, private)
+            private = recorded_private(target, private, environment=environment)
 
         def change(pipeline: Pipeline) -> Pipeline:
             policy = pipeline.retry if retry is None else retry
