@@ -173,8 +173,13 @@ def web_calls(db: txqueue.Database) -> Iterator[dict[str, Callable[[], Any]]]:
     import txqueue.web
 
     loop = asyncio.new_event_loop()
-    transport = httpx.ASGITransport(app=txqueue.web.create_app(db))
-    client = httpx.AsyncClient(transport=transport, base_url="http://dashboard")
+    token = "benchmark-token"
+    transport = httpx.ASGITransport(app=txqueue.web.create_app(db, token=token))
+    client = httpx.AsyncClient(
+        transport=transport,
+        base_url="http://dashboard",
+        headers={"authorization": f"Bearer {token}"},
+    )
 
     def get(path: str) -> Callable[[], Any]:
         def call() -> Any:

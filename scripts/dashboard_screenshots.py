@@ -13,6 +13,7 @@ import base64
 import http.server
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -283,16 +284,19 @@ def _drained(db: txqueue.Database, queue: str) -> bool:
 def screenshots(url: str, message: tuple[object, ...], work: Path, output: Path) -> None:
     """Start the dashboard on ``url`` and take a screenshot of each page."""
     port = free_port()
-    with process(
-        [str(BIN / "txqueue"), "dashboard", "--database", url, "--port", str(port)],
-        work / "dashboard.log",
-    ):
+    token = secrets.token_urlsafe(32)
+    token_file = work / "dashboard.token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    command = [str(BIN / "txqueue"), "dashboard", "--database", url, "--port", str(port)]
+    with process([*command, "--token-file", str(token_file)], work / "dashboard.log"):
         base = f"http://127.0.0.1:{port}"
         wait_for("the dashboard", lambda: _answers(base))
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 800})
             page = context.new_page()
+            page.goto(f"/login?token={token}")  # the session cookie, then every page
             shoot(page, "/", "overview", output)
             shoot(page, "/queues/Orders", "queue", output)
             key = quote(json.dumps(list(message)))

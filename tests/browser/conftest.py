@@ -1,5 +1,7 @@
 """Fixtures of the dashboard's browser tests: Debian's Chromium driven by Playwright, against
-the real ``txqueue dashboard`` command serving a SQLite database seeded through the public API.
+the real ``txqueue dashboard`` command serving a SQLite database seeded through the public API:
+one started as a user starts it (it generates its token and prints a login URL, which the
+``page`` fixture opens), one with a token of ours (``guarded_page`` starts logged out).
 
 One browser per session, a fresh context (cookies, storage) per test. Without Chromium,
 Playwright or the ``dashboard`` extra the tests are skipped, except under ``CI=true`` where
@@ -9,6 +11,7 @@ they fail (as the PostgreSQL tests do without a server).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -93,7 +96,8 @@ def wait_until_serving(dashboard: Dashboard) -> None:
 
 @pytest.fixture(scope="session")
 def start_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """``start_dashboard(database_url, token=None)``: a dashboard process, stopped at the end."""
+    """``start_dashboard(database_url, token=None)``: a dashboard process, stopped at the end;
+    without a token it generates one, kept under a private ``$XDG_RUNTIME_DIR`` of the test."""
     try:
         import txqueue.web  # noqa: F401
     except ImportError:
@@ -110,12 +114,21 @@ def start_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             token_file.write_text(token)
             token_file.chmod(0o600)
             arguments += ["--token-file", str(token_file)]
+        runtime = directory / "runtime"
+        runtime.mkdir(mode=0o700)
+        environment = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
         log = directory / "dashboard.log"
         with log.open("wb") as output:
-            process = subprocess.Popen(arguments, stdout=output, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                arguments, stdout=output, stderr=subprocess.STDOUT, env=environment
+            )
         dashboard = Dashboard(f"http://127.0.0.1:{port}", process, log, token)
         started.append(dashboard)
         wait_until_serving(dashboard)
+        if token is None:
+            printed = re.search(r"/login\?token=([\w-]+)", log.read_text())
+            assert printed is not None, log.read_text()
+            dashboard.login_path, dashboard.token = printed.group(0), printed.group(1)
         return dashboard
 
     yield start
@@ -136,7 +149,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
 
 @pytest.fixture(scope="session")
 def dashboard(seeded: Seeded, start_dashboard: Any) -> Dashboard:
-    """The dashboard over the seeded database, without a token."""
+    """The dashboard over the seeded database, started without a token (so it made one)."""
     return start_dashboard(seeded.url)  # type: ignore[no-any-return]
 
 
@@ -167,8 +180,11 @@ def open_page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
-    """A page in a fresh browser context on the dashboard without a token."""
-    yield from open_page(browser, dashboard)
+    """A page in a fresh browser context, logged in with the URL the dashboard printed."""
+    for opened in open_page(browser, dashboard):
+        opened.goto(dashboard.login_path)
+        assert opened.url == f"{dashboard.url}/", opened.url  # the token left the address
+        yield opened
 
 
 @pytest.fixture

@@ -20,6 +20,8 @@ class Dashboard:
     process: subprocess.Popen[bytes]
     log: Path
     token: str | None = None
+    #: the login URL (path and query) the command printed, when it generated the token
+    login_path: str = ""
 
 
 @dataclass

@@ -33,3 +33,17 @@ def events(db: txqueue.Database) -> txqueue.Events:
     events = txqueue.Events(db)
     events.create_bus("orders")
     return events
+
+
+_summary_lines: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def summary_lines() -> list[str]:
+    """Lines a test adds to print after the run (the schemathesis contract's counts)."""
+    return _summary_lines
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _summary_lines:
+        terminalreporter.write_line(line)

@@ -1,12 +1,14 @@
 """The dashboard's guards on both engines: the token (Bearer and the login cookie), CSRF,
 read-only, the security headers, serving under a base path or inside a parent app, and the
-``txqueue dashboard`` command (refusing an open network address; serving for real)."""
+``txqueue dashboard`` command (refusing an open network address; serving for real). Sessions,
+the origin checks and the generated token: test_web_closed_by_default.py."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -57,13 +59,20 @@ def dead_letter(db: txqueue.Database, id: str) -> None:
     db.dead_letter("mail", leased.key, leased.lease_token, "boom")
 
 
-async def log_in(http: httpx.AsyncClient, prefix: str = "") -> None:
-    """Log in through the form, as a browser does (the CSRF cookie first, then the POST)."""
+def csrf_of(page: httpx.Response) -> str:
+    """The CSRF token a page hands its forms (the ``csrf-token`` meta element)."""
+    found = re.search(r'<meta name="csrf-token" content="([^"]*)">', page.text)
+    assert found is not None, page.text[:300]
+    return found.group(1)
+
+
+async def log_in(http: httpx.AsyncClient, prefix: str = "") -> str:
+    """Log in through the form, as a browser does; the CSRF token of the session."""
     form = await http.get(f"{prefix}/login")
     assert form.status_code == 200
-    csrf = http.cookies["txq_csrf"]
-    answer = await http.post(f"{prefix}/login", data={"token": TOKEN, "csrf_token": csrf})
+    answer = await http.post(f"{prefix}/login", data={"token": TOKEN})
     assert answer.status_code == 303, answer.text
+    return csrf_of(await http.get(f"{prefix}/"))
 
 
 async def test_without_the_token_the_api_answers_401_and_pages_redirect_to_login(
@@ -88,15 +97,11 @@ async def test_without_the_token_the_api_answers_401_and_pages_redirect_to_login
 async def test_login_sets_an_httponly_strict_cookie_that_is_not_the_token(
     db: txqueue.Database, guarded: httpx.AsyncClient
 ) -> None:
-    await guarded.get("/login")
-    csrf = guarded.cookies["txq_csrf"]
-    wrong = await guarded.post("/login", data={"token": "guess", "csrf_token": csrf})
+    wrong = await guarded.post("/login", data={"token": "guess"})
     assert wrong.status_code == 400 and "txq_session" not in guarded.cookies
     assert (await guarded.get("/api/v1/queues")).status_code == 401
 
-    answer = await guarded.post(
-        "/login", data={"token": TOKEN, "csrf_token": csrf, "next": "/workers"}
-    )
+    answer = await guarded.post("/login", data={"token": TOKEN, "next": "/workers"})
     assert answer.status_code == 303 and answer.headers["location"] == "/workers"
     cookie = answer.headers["set-cookie"]
     assert cookie.startswith("txq_session=")
@@ -107,24 +112,20 @@ async def test_login_sets_an_httponly_strict_cookie_that_is_not_the_token(
 
     async with client_of(create_app(db, token=TOKEN), "https://dashboard") as secure:
         form = await secure.get("/login")
-        assert form.headers["set-cookie"].endswith("; Secure")  # the CSRF cookie too
-        csrf_cookie = secure.cookies["txq_csrf"]
-        answer = await secure.post("/login", data={"token": TOKEN, "csrf_token": csrf_cookie})
+        assert "set-cookie" not in form.headers  # no cookie before logging in
+        answer = await secure.post("/login", data={"token": TOKEN})
         assert "secure" in {
             part.strip().lower() for part in answer.headers["set-cookie"].split(";")
         }
 
-    elsewhere = await guarded.post(
-        "/login", data={"token": TOKEN, "csrf_token": csrf, "next": "//evil.example/x"}
-    )
+    elsewhere = await guarded.post("/login", data={"token": TOKEN, "next": "//evil.example/x"})
     assert elsewhere.headers["location"] == "/"  # never redirected off the dashboard
 
 
 async def test_a_cookie_authenticated_change_needs_the_csrf_token(
     db: txqueue.Database, guarded: httpx.AsyncClient
 ) -> None:
-    await log_in(guarded)
-    csrf = guarded.cookies["txq_csrf"]
+    csrf = await log_in(guarded)
     refused = await guarded.post("/api/v1/buses", json={"name": "orders"})
     assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
     forged = await guarded.post(
@@ -137,8 +138,10 @@ async def test_a_cookie_authenticated_change_needs_the_csrf_token(
         "/api/v1/buses", json={"name": "orders"}, headers={"x-csrf-token": csrf}
     )
     assert allowed.status_code == 201
-    login_without = await guarded.post("/login", data={"token": TOKEN})
-    assert login_without.status_code == 403  # a form too: the hidden field is required
+    from_elsewhere = await guarded.post(
+        "/login", data={"token": TOKEN}, headers={"origin": "http://evil.example"}
+    )
+    assert from_elsewhere.status_code == 403  # a login too must come from the dashboard
 
     async with client_of(create_app(db, token=TOKEN)) as script:  # Bearer, no cookies: exempt
         made = await script.post("/api/v1/buses", json={"name": "audit"}, headers=BEARER)
@@ -146,7 +149,7 @@ async def test_a_cookie_authenticated_change_needs_the_csrf_token(
 
 
 async def test_without_a_token_browsers_still_need_the_csrf_token(db: txqueue.Database) -> None:
-    async with client_of(create_app(db)) as http:
+    async with client_of(create_app(db, insecure_no_token=True)) as http:
         cross_site = await http.post(
             "/api/v1/buses", json={"name": "evil"}, headers={"origin": "https://evil.example"}
         )
@@ -159,18 +162,19 @@ async def test_without_a_token_browsers_still_need_the_csrf_token(db: txqueue.Da
         scripted = await http.post("/api/v1/buses", json={"name": "orders"})  # curl, httpx
         assert scripted.status_code == 201
 
-        await http.get("/login")
+        csrf = csrf_of(await http.get("/"))
         same_origin = await http.post(
             "/api/v1/buses",
             json={"name": "shop"},
-            headers={"origin": "http://dashboard", "x-csrf-token": http.cookies["txq_csrf"]},
+            headers={"origin": "http://dashboard", "x-csrf-token": csrf},
         )
         assert same_origin.status_code == 201
 
 
 async def test_read_only_refuses_every_change_and_changes_nothing(db: txqueue.Database) -> None:
     dead_letter(db, "d1")
-    async with client_of(create_app(db, read_only=True)) as http:
+    async with client_of(create_app(db, read_only=True, token=TOKEN)) as http:
+        http.headers.update(BEARER)
         assert (await http.get("/api/v1/queues")).status_code == 200
         for method, path, body in (
             ("POST", "/api/v1/queues/mail/dead-letters/replay", {"all": True}),
@@ -199,7 +203,7 @@ async def test_every_response_carries_the_security_headers(
         answer = await guarded.get(path)
         assert answer.headers["content-security-policy"] == CSP, path
         assert answer.headers["x-content-type-options"] == "nosniff", path
-        assert answer.headers["referrer-policy"] == "no-referrer", path
+        assert answer.headers["referrer-policy"] == "same-origin", path
     assert (await guarded.get("/api/v1/nothing")).json()["error"]["code"] == "NotFound"
     async with client_of(create_app(db, token=TOKEN)) as fresh:
         assert (await fresh.get("/api/v1/queues")).headers["content-security-policy"] == CSP
@@ -212,16 +216,15 @@ async def test_mounted_inside_a_parent_app_everything_follows_the_mount(
     async with client_of(parent) as http:
         assert (await http.get("/txq/api/v1/queues", headers=BEARER)).status_code == 200
         assert (await http.get("/txq/")).headers["location"] == "/txq/login"
-        await http.get("/txq/login")
-        csrf = http.cookies["txq_csrf"]
-        answer = await http.post("/txq/login", data={"token": TOKEN, "csrf_token": csrf})
+        answer = await http.post("/txq/login", data={"token": TOKEN})
         assert answer.headers["location"] == "/txq/"
         assert "path=/txq" in answer.headers["set-cookie"].lower()
         document = (await http.get("/txq/api/v1/openapi.json")).json()
         assert document["servers"] == [{"url": "/txq/api/v1"}]
         assert (await http.get("/txq/api/v1/nothing")).status_code == 404
 
-    async with client_of(create_app(db, base_path="/ops/txq/")) as http:
+    async with client_of(create_app(db, base_path="/ops/txq/", token=TOKEN)) as http:
+        http.headers.update(BEARER)
         assert (await http.get("/ops/txq/api/v1/queues")).status_code == 200
         assert (await http.get("/api/v1/queues")).status_code == 404
 
@@ -310,7 +313,8 @@ def test_without_a_token_the_command_serves_only_loopback_host_names(sqlite_url:
         database.update_ddl([MAIL])
     port = free_port()
     url = f"http://127.0.0.1:{port}/api/v1/queues"
-    with serving(["--database", sqlite_url, "--port", str(port)], url):
+    arguments = ["--database", sqlite_url, "--port", str(port), "--insecure-no-token"]
+    with serving(arguments, url):
         assert httpx.get(url, timeout=2).status_code == 200
         for host in (f"localhost:{port}", "127.0.0.1"):
             assert httpx.get(url, headers={"host": host}, timeout=2).status_code == 200
@@ -320,7 +324,7 @@ def test_without_a_token_the_command_serves_only_loopback_host_names(sqlite_url:
 
 
 async def test_allowed_hosts_refuse_other_host_headers(db: txqueue.Database) -> None:
-    app = create_app(db, allowed_hosts=["127.0.0.1", "localhost", "::1"])
+    app = create_app(db, allowed_hosts=["127.0.0.1", "localhost", "::1"], insecure_no_token=True)
     for base, status in [
         ("http://127.0.0.1:8080", 200),
         ("http://[::1]:8080", 200),
@@ -330,8 +334,8 @@ async def test_allowed_hosts_refuse_other_host_headers(db: txqueue.Database) -> 
     ]:
         async with client_of(app, base) as http:
             assert (await http.get("/api/v1/queues")).status_code == status, base
-    async with client_of(create_app(db), "http://any.example") as http:  # the default: any
-        assert (await http.get("/api/v1/queues")).status_code == 200
+    async with client_of(create_app(db, token=TOKEN), "http://any.example") as http:  # any
+        assert (await http.get("/api/v1/queues", headers=BEARER)).status_code == 200
 
 
 @pytest.mark.parametrize("package", ["starlette", "jinja2", "uvicorn"])
@@ -353,25 +357,26 @@ def test_without_the_extra_the_command_names_the_install(package: str, tmp_path:
 async def test_a_large_form_reaches_the_app_whole_after_the_csrf_check(
     db: txqueue.Database, guarded: httpx.AsyncClient
 ) -> None:
-    await guarded.get("/login")
-    csrf = guarded.cookies["txq_csrf"]
+    dead_letter(db, "d1")
+    csrf = await log_in(guarded)
     padding = "p" * (64 * 1024)
 
     async def streamed() -> AsyncIterator[bytes]:
-        """The form in 64 KiB chunks: the CSRF field first, the token after 2 MiB (in fields
-        of 512 KiB: the form parser takes none over 1 MiB)."""
+        """The form in 64 KiB chunks: the CSRF field first, the action after 896 KiB (under
+        the 1 MiB a form may have, in fields of 448 KiB)."""
         yield f"csrf_token={csrf}".encode()
-        for chunk in range(32):
-            yield (f"&padding{chunk // 8}=" if chunk % 8 == 0 else "").encode() + padding.encode()
-        yield f"&token={TOKEN}".encode()
+        for chunk in range(14):
+            yield (f"&padding{chunk // 7}=" if chunk % 7 == 0 else "").encode() + padding.encode()
+        yield b"&action=replay-all"
 
     answer = await guarded.post(
-        "/login",
+        "/queues/mail/dead-letters",
         content=streamed(),
         headers={"content-type": "application/x-www-form-urlencoded"},
     )
     assert answer.status_code == 303, answer.text[:200]
-    assert "txq_session" in guarded.cookies
+    assert "done=replayed" in answer.headers["location"]
+    assert db.dead_letters("mail") == [] and db.queue_info("mail").ready == 1
 
 
 def test_create_app_refuses_bad_arguments(db: txqueue.Database) -> None:
@@ -384,4 +389,4 @@ def test_create_app_refuses_bad_arguments(db: txqueue.Database) -> None:
         with pytest.raises(txqueue.errors.InvalidArgument, match=word):
             create_app(db, **arguments)
     with pytest.raises(txqueue.errors.InvalidArgument, match="sync face"):
-        create_app(object())
+        create_app(object(), token=TOKEN)

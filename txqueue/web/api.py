@@ -45,7 +45,16 @@ from txqueue.web.api_events import (
     update_enrollment,
     update_pipeline,
 )
-from txqueue.web.api_support import database_of, json_body, ok, query_int, query_json, typed
+from txqueue.web.api_support import (
+    database_of,
+    json_body,
+    ok,
+    query_int,
+    query_json,
+    query_name,
+    queue_name,
+    typed,
+)
 from txqueue.web.encoding import (
     dead_letter_json,
     message_json,
@@ -159,7 +168,11 @@ async def list_messages(request: Request) -> Response:
     name = request.path_params["queue"]
     database = database_of(request)
     limit = query_int(request, "limit", services.DEFAULT_PAGE_SIZE, services.MAX_PAGE_SIZE)
-    state = request.query_params.get("state") or None
+    state = request.query_params.get("state")
+    if state is not None and state not in services.MESSAGE_STATES:
+        raise InvalidArgument(
+            f"state must be one of {', '.join(services.MESSAGE_STATES)}, got {state!r}"
+        )
     after_json = query_json(request, "after")
     prefix_text = request.query_params.get("prefix")
 
@@ -217,7 +230,7 @@ async def _dead_letter_selection(request: Request) -> tuple[str, Any, Any]:
     keys = typed(body, "keys", list, "a list of keys (JSON arrays)")
     everything = typed(body, "all", bool, "true or false")
     if (keys is None) == (not everything):
-        raise InvalidArgument('give either "keys" (a list of keys) or "all": true')
+        raise InvalidArgument('give either "keys" (a list of keys) or "all": true, not both')
     return request.path_params["queue"], database_of(request), keys
 
 
@@ -253,7 +266,7 @@ async def list_workers(request: Request) -> Response:
 
 async def get_throughput(request: Request) -> Response:
     minutes = query_int(request, "minutes", 60, 24 * 60)
-    queue = request.query_params.get("queue") or None
+    queue = query_name(request, "queue", queue_name)
     series = await run_in_threadpool(
         lambda: services.throughput(
             database_of(request), since=timedelta(minutes=minutes), queue=queue
@@ -263,10 +276,12 @@ async def get_throughput(request: Request) -> Response:
 
 
 async def openapi_document(request: Request) -> Response:
+    from txqueue.web.api_support import private_switch
     from txqueue.web.openapi import document
     from txqueue.web.security import base_path
 
-    return ok(document(ENDPOINTS, base_path(request.scope)))
+    switch = private_switch(request)
+    return ok(document(ENDPOINTS, base_path(request.scope), allow_private=switch))
 
 
 Q = "/queues/{queue}"
@@ -429,7 +444,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         list_attempts,
         "The attempt log of one published message",
         "AttemptList",
-        query=("pipeline",),
+        query=("attempt_pipeline",),
         errors=(),
     ),
     Endpoint(

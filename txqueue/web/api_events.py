@@ -3,7 +3,8 @@ their replay, attempt logs, and publishing a CloudEvent."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import re
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -16,8 +17,12 @@ from txqueue.web.api_support import (
     events_of,
     json_body,
     ok,
+    pipeline_filter,
+    private_switch,
     query_int,
+    query_name,
     required,
+    resource_name,
     seconds_field,
     typed,
 )
@@ -79,18 +84,21 @@ PIPELINE_FIELDS = (
 
 
 def _pipeline_options(body: dict[str, Any]) -> dict[str, Any]:
-    """The optional pipeline fields present in ``body``, typed (absent ones left out)."""
+    """The optional pipeline fields present in ``body``, typed (absent ones left out;
+    ``allow_private`` is left to `services.private_choice`)."""
     options: dict[str, Any] = {}
     if "input_payload_format" in body:
         options["input_payload_format"] = typed(
-            body, "input_payload_format", str, "a string or null"
+            body, "input_payload_format", str, '"json" or null', nullable=True
         )
     if "json_schema" in body:
-        options["json_schema"] = typed(body, "json_schema", dict, "a JSON Schema object or null")
+        options["json_schema"] = typed(
+            body, "json_schema", dict, "a JSON Schema object or null", nullable=True
+        )
     if "signing_secret" in body:
-        options["signing_secret"] = typed(body, "signing_secret", str, "a string or null")
-    if body.get("allow_private") is not None:
-        options["allow_private"] = typed(body, "allow_private", bool, "true or false")
+        options["signing_secret"] = typed(
+            body, "signing_secret", str, "a string or null", nullable=True
+        )
     return options
 
 
@@ -99,12 +107,26 @@ async def list_pipelines(request: Request) -> Response:
     return ok({"pipelines": [pipeline_json(row) for row in found]})
 
 
+def _destination(body: dict[str, Any]) -> str | None:
+    """The body's destination, if it has the documented form (`openapi.DESTINATION_PATTERN`)."""
+    from txqueue.web.openapi import DESTINATION_PATTERN
+
+    destination: str | None = typed(body, "destination", str, "a string")
+    if destination is not None and not re.fullmatch(DESTINATION_PATTERN[1:-1], destination):
+        raise InvalidArgument(
+            f"destination {destination!r} is invalid: use an http(s) URL (a DNS name or IPv4 "
+            "host, printable ASCII), 'bus:NAME' or 'queue:NAME'"
+        )
+    return destination
+
+
 async def create_pipeline(request: Request) -> Response:
     from txqueue.core.retry import RetryPolicy
 
     body = await json_body(request, ("name", *PIPELINE_FIELDS))
     name = required(body, "name")
     destination = required(body, "destination")
+    _destination(body)
     retry: dict[str, Any] = {}
     attempts = typed(body, "max_attempts", int, "an integer")
     if attempts is not None:
@@ -114,10 +136,16 @@ async def create_pipeline(request: Request) -> Response:
         if value is not None:
             retry[delay] = value
     options = _pipeline_options(body)
+    requested = typed(body, "allow_private", bool, "true or false")
+    private = services.private_choice(
+        events_of(request), None, destination, requested, private_switch(request)
+    )
 
     def write() -> services.PipelineRow:
         policy = RetryPolicy(**retry)
-        created = events_of(request).create_pipeline(name, destination, retry=policy, **options)
+        created = events_of(request).create_pipeline(
+            name, destination, retry=policy, allow_private=bool(private), **options
+        )
         return services.pipeline_row(created)
 
     return ok(pipeline_json(await run_in_threadpool(write)), 201)
@@ -132,14 +160,23 @@ async def get_pipeline(request: Request) -> Response:
 async def update_pipeline(request: Request) -> Response:
     body = await json_body(request, PIPELINE_FIELDS)
     name = request.path_params["pipeline"]
-    destination = typed(body, "destination", str, "a string")
+    destination = _destination(body)
     attempts = typed(body, "max_attempts", int, "an integer")
     delays = {delay: seconds_field(body, delay) for delay in ("min_retry_delay", "max_retry_delay")}
     options = _pipeline_options(body)
+    requested = typed(body, "allow_private", bool, "true or false")
+    switch = private_switch(request)
 
     def write() -> services.PipelineRow:
-        changed = events_of(request).update_pipeline(
-            name, destination=destination, max_attempts=attempts, **delays, **options
+        events = events_of(request)
+        private = services.private_choice(events, name, destination, requested, switch)
+        changed = events.update_pipeline(
+            name,
+            destination=destination,
+            max_attempts=attempts,
+            allow_private=private,
+            **delays,
+            **options,
         )
         return services.pipeline_row(changed)
 
@@ -152,7 +189,7 @@ async def delete_pipeline(request: Request) -> Response:
 
 
 async def list_enrollments(request: Request) -> Response:
-    bus = request.query_params.get("bus") or None
+    bus = query_name(request, "bus", resource_name("bus"))
     found = await run_in_threadpool(services.enrollments, events_of(request), bus)
     return ok({"enrollments": [enrollment_json(item) for item in found]})
 
@@ -191,8 +228,8 @@ async def delete_enrollment(request: Request) -> Response:
 
 
 async def list_undelivered(request: Request) -> Response:
-    bus = request.query_params.get("bus") or None
-    pipeline = request.query_params.get("pipeline")
+    bus = query_name(request, "bus", resource_name("bus"))
+    pipeline = query_name(request, "pipeline", pipeline_filter)
     limit = query_int(request, "limit", services.MAX_PAGE_SIZE, services.MAX_PAGE_SIZE)
     rows = await run_in_threadpool(
         lambda: services.undelivered(events_of(request), bus=bus, pipeline=pipeline, limit=limit)
@@ -205,9 +242,13 @@ async def replay_undelivered(request: Request) -> Response:
     uids = typed(body, "message_uids", list, "a list of message_uids")
     everything = typed(body, "all", bool, "true or false")
     if (uids is None) == (not everything):
-        raise InvalidArgument('give either "message_uids" (a list) or "all": true')
+        raise InvalidArgument('give either "message_uids" (a list) or "all": true, not both')
     bus = typed(body, "bus", str, "a string")
+    if bus is not None:
+        resource_name("bus")(bus)
     pipeline = typed(body, "pipeline", str, "a string")
+    if pipeline is not None:
+        pipeline_filter(pipeline)
     replayed = await run_in_threadpool(
         lambda: services.replay_undelivered(events_of(request), uids, bus=bus, pipeline=pipeline)
     )
@@ -216,15 +257,31 @@ async def replay_undelivered(request: Request) -> Response:
 
 async def list_attempts(request: Request) -> Response:
     uid = request.path_params["message_uid"]
-    pipeline = request.query_params.get("pipeline") or None
+    pipeline = query_name(request, "pipeline", resource_name("pipeline"))
     found = await run_in_threadpool(lambda: events_of(request).attempts(uid, pipeline=pipeline))
     return ok({"attempts": [attempt_json(item) for item in found]})
 
 
+def _integral(name: str, value: Any) -> Any:
+    """An attribute's value, 3.0 read as 3: JSON has one number type, and JSON Schema (the
+    document) counts 3.0 an integer."""
+    if name not in ("data", "data_base64") and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: The attributes every published CloudEvent must carry.
+REQUIRED_ATTRIBUTES = ("specversion", "id", "source", "type")
+
+
 async def publish(request: Request) -> Response:
-    """A CloudEvent in structured (``application/cloudevents+json``) or binary mode."""
+    """A CloudEvent in structured (``application/cloudevents+json``) or binary mode.
+
+    Structured mode is read by txqueue's own JSON form (`txqueue.Events.publish` takes the
+    object as it is: any JSON data, null attributes absent); binary mode by the SDK."""
     from cloudevents.core.bindings.http import HTTPMessage, from_http_event
     from cloudevents.core.exceptions import BaseCloudEventException
+    from cloudevents.core.formats.json import JSONFormat
 
     bus = request.path_params["bus"]
     body = await request.body()
@@ -236,18 +293,29 @@ async def publish(request: Request) -> Response:
             "the body must be a CloudEvent: structured mode with Content-Type "
             "application/cloudevents+json, or binary mode with ce-* headers"
         )
+    event: Any
     if not binary:
         try:
-            document = json.loads(body)
+            event = services.load_json(body, "the structured CloudEvent")
         except ValueError as error:
             raise InvalidArgument(f"the structured CloudEvent is not JSON: {error}") from error
-        if not isinstance(document, dict):
+        if not isinstance(event, dict):
             raise InvalidArgument(
-                f"the structured CloudEvent must be a JSON object, got {type(document).__name__}"
+                f"the structured CloudEvent must be a JSON object, got {type(event).__name__}"
             )
-    try:
-        event = from_http_event(HTTPMessage(headers=headers, body=body))
-    except (BaseCloudEventException, ValueError, TypeError, KeyError, AttributeError) as error:
-        raise InvalidArgument(f"not a valid CloudEvent: {error}") from error
+        missing = [name for name in REQUIRED_ATTRIBUTES if event.get(name) is None]
+        event = {name: _integral(name, value) for name, value in event.items()}
+    else:
+        missing = [f"ce-{name}" for name in REQUIRED_ATTRIBUTES if f"ce-{name}" not in headers]
+    if missing:  # the SDK would make up an id: a client must give every required attribute
+        raise InvalidArgument(f"the CloudEvent lacks the required attribute {missing[0]}")
+    if binary:
+        if re.match(JSONFormat.JSON_CONTENT_TYPE_PATTERN, content_type or "application/json"):
+            with contextlib.suppress(ValueError):  # data that is not JSON: text or bytes
+                services.load_json(body, "the event's data")
+        try:
+            event = from_http_event(HTTPMessage(headers=headers, body=body))
+        except (BaseCloudEventException, ValueError, TypeError, KeyError, AttributeError) as error:
+            raise InvalidArgument(f"not a valid CloudEvent: {error}") from error
     uid = await run_in_threadpool(events_of(request).publish, bus, event)
     return ok({"message_uid": uid}, 201)

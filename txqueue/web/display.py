@@ -1,26 +1,37 @@
 """How the dashboard's pages show values: ages and durations, times in UTC, payload previews
 and the message page's JSON, text and hex views of a payload.
 
-Text from the database is returned as plain strings (the templates escape it); control
-characters are shown as escapes (`txqueue.core.text.printable`) so that a payload cannot
-forge lines or reorder what follows it.
+Text from the database reaches the templates as plain strings (autoescape makes it text, never
+markup), and every value a template prints passes `finalize`, so no key, error, name or title
+shows a raw control or bidirectional character: C0 and C1 controls (ESC, newlines), the bidi
+embeddings, overrides, isolates and marks (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F,
+U+061C) and the line separators are shown as ``\\n``, ``\\r``, ``\\t`` or ``\\uNNNN`` — JSON's
+own escapes, so a key's JSON text on a page is still the JSON a form sends back. A payload's
+text view (`Lines`) keeps its line breaks and shows other controls as
+`txqueue.core.text.printable` does (``\\x1b``), as the command line shows payloads.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
+
+from markupsafe import Markup
 
 from txqueue.core.text import printable
 from txqueue.web import services
 
 __all__ = [
+    "Lines",
     "PayloadView",
     "age",
     "duration",
+    "escaped",
+    "finalize",
     "hex_dump",
     "payload_bytes",
     "payload_view",
@@ -38,6 +49,43 @@ TEXT_LIMIT = 256 * 1024
 PREVIEW_LENGTH = 80
 #: The message page's views of a payload.
 VIEWS = ("json", "text", "hex")
+#: What a page never shows raw: C0, DEL and C1 controls, the bidi embeddings, overrides,
+#: isolates and marks, and the line and paragraph separators.
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+class Lines(str):
+    """Text shown as lines (a payload's text view): `finalize` keeps its line breaks."""
+
+    __slots__ = ()
+
+
+def escaped(value: object) -> str:
+    """``value`` as text with every character of `_HIDDEN` shown as ``\\n``, ``\\r``,
+    ``\\t`` or ``\\uNNNN`` (valid inside JSON text too)."""
+    text = value if isinstance(value, str) else str(value)
+    return _HIDDEN.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    character = match.group()
+    return _NAMED.get(character) or f"\\u{ord(character):04x}"
+
+
+def _shown_line(line: str) -> str:
+    """A line of a payload: `printable`'s escapes, and the bidi marks printable keeps."""
+    return _HIDDEN.sub(_escape, printable(line))
+
+
+def finalize(value: Any) -> Any:
+    """What a template prints for ``value`` (Jinja's ``finalize``): text escaped as `escaped`
+    says, `Lines` with their line breaks kept; markup and other values as they are."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    if isinstance(value, Lines):
+        return shown_text(value)
+    return escaped(value)
 
 
 def age(seconds: float | None) -> str:
@@ -92,9 +140,9 @@ def payload_bytes(payload: Any) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
 
-def shown_text(text: str) -> str:
+def shown_text(text: str) -> Lines:
     """Text with every control character escaped, line breaks kept as lines."""
-    return "\n".join(printable(line) for line in text.split("\n"))
+    return Lines("\n".join(_shown_line(line) for line in text.split("\n")))
 
 
 def preview(payload: Any) -> str:
@@ -108,7 +156,7 @@ def preview(payload: Any) -> str:
             shown = raw[: PREVIEW_LENGTH // 3].hex(" ")
             return shown + (" …" if len(raw) > PREVIEW_LENGTH // 3 else "")
         text = head[: error.start].decode("utf-8")
-    line = printable(text)
+    line = _shown_line(text)
     if len(line) > PREVIEW_LENGTH or len(raw) > len(head):
         return line[:PREVIEW_LENGTH] + "…"
     return line
@@ -167,7 +215,7 @@ def payload_view(payload: Any, wanted: str | None) -> PayloadView:
         kind = "bytes"
     else:
         kind = "text" if isinstance(payload, str) else "JSON"
-    return PayloadView(view, shown, note, kind, len(raw))
+    return PayloadView(view, Lines(shown), note, kind, len(raw))
 
 
 def _utf8(payload: Any) -> bool:

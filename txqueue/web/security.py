@@ -1,25 +1,24 @@
 """Who may use the dashboard, and what a page in a browser may do.
 
 - Token: with one set, API calls carry ``Authorization: Bearer <token>``, and browsers log in
-  at ``/login``, which sets an HttpOnly, SameSite=Strict cookie holding an HMAC of the token
-  (never the token itself). Pages redirect there (303) when not logged in; the API answers 401.
-- CSRF: every POST/PUT/PATCH/DELETE from a browser carries the per-session double-submit
-  token: the ``txq_csrf`` cookie, repeated in the form field ``csrf_token`` or the
-  ``X-CSRF-Token`` header. A call authenticated by a valid Bearer header is exempt (a browser
-  never adds that header across sites), and so is, on a dashboard without a token, a client
-  that is not a browser (neither ``Origin`` nor ``Sec-Fetch-Site``, which browsers send with
-  every cross-site POST).
+  at ``/login`` (the form, or ``/login?token=...`` as the command prints it), which starts a
+  session (`txqueue.web.sessions`): the cookie holds only its random id, HttpOnly,
+  SameSite=Strict, named ``__Host-txq_session`` over HTTPS. Pages redirect to the login (303)
+  without one; the API answers 401. Logging out ends the session on the server.
+- Without a token (``insecure_no_token``) nobody logs in: every caller may do everything.
+- Changes: every POST/PUT/PATCH/DELETE authenticated by the session cookie (or, without a
+  token, sent by a browser) must come from the dashboard's own origin (``Sec-Fetch-Site``
+  ``same-origin`` or ``none`` and ``Origin`` equal to the request's own, when sent) and carry
+  the session's CSRF token in the form field ``csrf_token`` or the ``X-CSRF-Token`` header. A
+  call with a valid Bearer header needs neither (a browser never adds that header itself).
 - Read-only: every change is refused with 403.
-- Headers: a strict Content-Security-Policy (no inline script), nosniff, no referrer.
+- Headers: a strict Content-Security-Policy (no inline script), nosniff, no referrer to
+  other sites.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
@@ -29,23 +28,19 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 
 from txqueue.errors import InvalidArgument
+from txqueue.web.asgi import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
-    "CSRF_COOKIE",
+    "HOST_SESSION_COOKIE",
     "SESSION_COOKIE",
     "check_token",
     "csrf_token_of",
     "middleware",
     "routes",
-    "session_value",
+    "same_origin",
 ]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -54,16 +49,22 @@ CONTENT_SECURITY_POLICY = (
 SECURITY_HEADERS = {
     "content-security-policy": CONTENT_SECURITY_POLICY,
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    # Not no-referrer: with it browsers send "Origin: null" on the dashboard's own form posts,
+    # which the origin check must refuse. Other sites still get no referrer.
+    "referrer-policy": "same-origin",
 }
+#: The session cookie's name over plain HTTP (loopback), and over HTTPS.
 SESSION_COOKIE = "txq_session"
-CSRF_COOKIE = "txq_csrf"
+HOST_SESSION_COOKIE = "__Host-txq_session"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The most a body may hold when the CSRF check has to read a form field from it.
 MAX_FORM_BYTES = 1024 * 1024
 _SCOPE_CSRF = "txqueue_csrf"
+_SCOPE_SESSION = "txqueue_session"
+_OPEN_CSRF = b"csrf of a dashboard without a token"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _SCOPE_BASE = "txqueue_base_path"
 _SCOPE_ROUTE = "txqueue_route_path"
 
@@ -76,13 +77,20 @@ def check_token(token: str) -> None:
         raise InvalidArgument("token must be non-empty, printable, without spaces")
 
 
-def session_value(token: str) -> str:
-    """What the login cookie holds: an HMAC of the token, so the cookie never reveals it."""
-    return hmac.new(token.encode(), b"txqueue dashboard session", hashlib.sha256).hexdigest()
+def session_cookie(scope: Scope) -> str:
+    """The session cookie's name for this request: ``__Host-`` over HTTPS (the browser then
+    takes it only with Secure and Path=/, from this very host)."""
+    return HOST_SESSION_COOKIE if scope.get("scheme") == "https" else SESSION_COOKIE
+
+
+def session_of(request: Request) -> str | None:
+    """The id of the request's live session (None when it has none)."""
+    value = request.scope.get("state", {}).get(_SCOPE_SESSION)
+    return str(value) if value else None
 
 
 def csrf_token_of(request: Request) -> str:
-    """The CSRF token of this browser session (the cookie's, or the one being set now)."""
+    """The CSRF token the request's forms carry ("" when it has no session to bind one to)."""
     return str(request.scope.get("state", {}).get(_SCOPE_CSRF, ""))
 
 
@@ -125,7 +133,8 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 class SecurityMiddleware:
-    """Authentication, CSRF, read-only and the security headers, around the whole app."""
+    """Authentication, the origin and CSRF checks, read-only and the security headers, around
+    the whole app."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -142,47 +151,33 @@ class SecurityMiddleware:
             refusal = _error(400, "InvalidArgument", "this dashboard does not serve that host")
             await refusal(scope, receive, send)
             return
-        cookies = _cookies(headers)
         path = route_path(scope)
         method = str(scope["method"]).upper()
+        wrapped_send = _with_headers(send)
 
-        csrf = cookies.get(CSRF_COOKIE, "")
-        new_csrf = None
-        if not _plausible_csrf(csrf):
-            csrf = new_csrf = secrets.token_urlsafe(32)
+        session = None
+        if state.token is None:  # nobody logs in: one CSRF token for every page
+            csrf = state.sessions.derived(_OPEN_CSRF)
+        else:
+            candidates = _cookie_values(headers, session_cookie(scope))
+            session = next((value for value in candidates if state.sessions.touch(value)), None)
+            csrf = state.sessions.csrf_token(session) if session is not None else ""
         shared = scope.setdefault("state", {})
+        shared[_SCOPE_SESSION] = session
         shared[_SCOPE_CSRF] = csrf
         shared[_SCOPE_BASE] = _cookie_path(scope).rstrip("/")  # routes below see their mount's
         shared[_SCOPE_ROUTE] = path
-        wrapped_send = _with_headers(send, scope, None if _is_api(path) else new_csrf)
 
         bearer = _bearer(headers)
+        wrong_bearer = bearer is not None and not _is_token(state.token, bearer)
+        if state.token is not None and wrong_bearer:
+            refusal = _error(401, "Unauthenticated", "the bearer token is wrong")
+            await refusal(scope, receive, wrapped_send)
+            return
         open_path = path == "/login" or path.startswith("/static/") or path == "/static"
-        if state.token is not None and not open_path:
-            if bearer is not None:
-                if not hmac.compare_digest(bearer.encode(), state.token.encode()):
-                    await _error(401, "Unauthenticated", "the bearer token is wrong")(
-                        scope, receive, wrapped_send
-                    )
-                    return
-            elif not _logged_in(cookies, state.token):
-                if _is_api(path):
-                    response: Response = _error(
-                        401,
-                        "Unauthenticated",
-                        "this dashboard needs a token: send 'Authorization: Bearer <token>'",
-                    )
-                    response.headers["www-authenticate"] = "Bearer"
-                else:
-                    target = _cookie_path(scope).rstrip("/") + "/login"
-                    wanted = route_path(scope)
-                    if method == "GET" and wanted != "/":
-                        query = scope.get("query_string", b"").decode("latin-1")
-                        wanted += f"?{query}" if query else ""
-                        target += "?next=" + quote(wanted, safe="")
-                    response = RedirectResponse(target, status_code=303)
-                await response(scope, receive, wrapped_send)
-                return
+        if state.token is not None and bearer is None and session is None and not open_path:
+            await _ask_to_log_in(scope, receive, wrapped_send, path, method)
+            return
 
         if method not in CHANGING_METHODS:
             await self.app(scope, receive, wrapped_send)
@@ -192,30 +187,81 @@ class SecurityMiddleware:
             await _refuse(scope, receive, wrapped_send, path, "this dashboard is read-only")
             return
 
+        by_browser = "origin" in headers or "sec-fetch-site" in headers
+        if (state.token is not None and bearer is not None) or (
+            state.token is None and not by_browser  # curl on a dashboard without a token
+        ):
+            await self.app(scope, receive, wrapped_send)
+            return
+        if not same_origin(scope, headers):
+            message = "a change from another site is refused (Origin / Sec-Fetch-Site)"
+            await _refuse(scope, receive, wrapped_send, path, message)
+            return
+        if path == "/login":  # the token in the form is the credential
+            await self.app(scope, receive, wrapped_send)
+            return
+        given = headers.get(CSRF_HEADER)
         body_receive = receive
-        bearer_ok = bearer is not None and state.token is not None
-        not_browser = (  # every browser sends Origin on a cross-site POST, and Sec-Fetch-Site
-            state.token is None and "origin" not in headers and "sec-fetch-site" not in headers
-        )
-        if not (bearer_ok or not_browser):
-            given = headers.get(CSRF_HEADER)
-            if given is None:
-                body, body_receive = await _read_body(receive)
-                given = _form_field(headers, body, CSRF_FIELD)
-            if (
-                new_csrf is not None
-                or given is None
-                or not hmac.compare_digest(given.encode(), csrf.encode())
-            ):
-                await _refuse(
-                    scope,
-                    body_receive,
-                    wrapped_send,
-                    path,
-                    "the CSRF token is missing or wrong: reload the page and try again",
-                )
-                return
+        if given is None:
+            body, body_receive = await _read_body(receive)
+            given = _form_field(headers, body, CSRF_FIELD)
+        if not csrf or given is None or not hmac.compare_digest(given.encode(), csrf.encode()):
+            message = "the CSRF token is missing or wrong: reload the page and try again"
+            await _refuse(scope, body_receive, wrapped_send, path, message)
+            return
         await self.app(scope, body_receive, wrapped_send)
+
+
+async def _ask_to_log_in(
+    scope: Scope, receive: Receive, send: Send, path: str, method: str
+) -> None:
+    """401 for the API; for a page, 303 to the login form (which comes back here after)."""
+    response: Response
+    if _is_api(path):
+        response = _error(
+            401,
+            "Unauthenticated",
+            "this dashboard needs a token: send 'Authorization: Bearer <token>'",
+        )
+        response.headers["www-authenticate"] = "Bearer"
+    else:
+        target = _cookie_path(scope).rstrip("/") + "/login"
+        if method == "GET" and path != "/":
+            query = scope.get("query_string", b"").decode("latin-1")
+            wanted = path + (f"?{query}" if query else "")
+            target += "?next=" + quote(wanted, safe="")
+        response = RedirectResponse(target, status_code=303)
+    await response(scope, receive, send)
+
+
+def same_origin(scope: Scope, headers: Headers) -> bool:
+    """Whether a browser sent this request from the dashboard's own origin: ``Sec-Fetch-Site``
+    ``same-origin`` or ``none`` (typed, bookmarked) and ``Origin`` equal to the request's own
+    scheme, host and port, each when present. Another port of the same host is another origin,
+    though cookies do not keep ports apart."""
+    site = headers.get("sec-fetch-site")
+    if site is not None and site.strip().lower() not in ("same-origin", "none"):
+        return False
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    own = _origin(f"{scope.get('scheme', 'http')}://{headers.get('host', '')}")
+    return own is not None and _origin(origin) == own
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an origin, defaults filled in; None when it is not one."""
+    try:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return None
+    if scheme not in _DEFAULT_PORTS or not parts.hostname or port is None:
+        return None
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        return None
+    return scheme, parts.hostname.lower(), port
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, path: str, message: str) -> None:
@@ -240,20 +286,21 @@ def _host_name(headers: Headers) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def _plausible_csrf(value: str) -> bool:
-    return 20 <= len(value) <= 100 and value.replace("-", "").replace("_", "").isalnum()
-
-
-def _cookies(headers: Headers) -> dict[str, str]:
-    from http.cookies import SimpleCookie
-
-    jar: SimpleCookie = SimpleCookie()
+def _cookie_values(headers: Headers, name: str) -> list[str]:
+    """Every value the ``Cookie`` headers give ``name`` (another port of the same host may
+    have set one more under a longer path: each is tried, none is trusted for it)."""
+    values = []
     for header in headers.getlist("cookie"):
-        try:
-            jar.load(header)
-        except Exception:  # a malformed Cookie header counts as no cookies
-            continue
-    return {name: morsel.value for name, morsel in jar.items()}
+        for pair in header.split(";"):
+            key, separator, value = pair.strip().partition("=")
+            if separator and key == name:
+                values.append(value.strip().strip('"'))
+    return values
+
+
+def _is_token(token: str | None, given: str) -> bool:
+    """Whether ``given`` is the dashboard's token (compared in constant time)."""
+    return token is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
 def _bearer(headers: Headers) -> str | None:
@@ -264,11 +311,6 @@ def _bearer(headers: Headers) -> str | None:
     if scheme.lower() != "bearer":
         return ""  # present but not a bearer token: wrong, never "absent"
     return credentials.strip()
-
-
-def _logged_in(cookies: dict[str, str], token: str) -> bool:
-    value = cookies.get(SESSION_COOKIE)
-    return value is not None and hmac.compare_digest(value.encode(), session_value(token).encode())
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
@@ -313,12 +355,15 @@ def _form_field(headers: Headers, body: bytes, name: str) -> str | None:
         for part in message.iter_parts():
             if part.get_param("name", header="content-disposition") == name:
                 payload = part.get_payload(decode=True)
-                return payload.decode() if isinstance(payload, bytes) else None
+                try:
+                    return payload.decode() if isinstance(payload, bytes) else None
+                except UnicodeDecodeError:  # answered 400 by txqueue.web.limits
+                    raise InvalidArgument(f"the form field {name} is not UTF-8 text") from None
     return None
 
 
-def _with_headers(send: Send, scope: Scope, new_csrf: str | None) -> Send:
-    """``send`` adding the security headers, and the CSRF cookie when it is new."""
+def _with_headers(send: Send) -> Send:
+    """``send`` adding the security headers."""
 
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -326,13 +371,6 @@ def _with_headers(send: Send, scope: Scope, new_csrf: str | None) -> Send:
             for name, value in SECURITY_HEADERS.items():
                 if name not in headers:
                     headers[name] = value
-            if new_csrf is not None:
-                secure = "; Secure" if scope.get("scheme") == "https" else ""
-                headers.append(
-                    "set-cookie",
-                    f"{CSRF_COOKIE}={new_csrf}; Path={_cookie_path(scope)}; HttpOnly; "
-                    f"SameSite=Strict{secure}",
-                )
         await send(message)
 
     return wrapped
@@ -357,68 +395,72 @@ def _safe_next(value: str | None) -> str:
 
 
 async def login(request: Request) -> Response:
-    """GET: the login form; POST: check the token, set the session cookie, go on."""
+    """GET: the login form, or with ``?token=`` (the URL `txqueue dashboard` prints) a login;
+    POST: the form's login. A right token starts a session and goes on (303) to ``next``,
+    never carrying the token; a wrong one shows the form again with an error."""
     from txqueue.web.app import base_path_of, web_state
 
     state = web_state(request)
     base = base_path_of(request)
     wanted = _safe_next(request.query_params.get("next"))
-    error = None
+    given: object = request.query_params.get("token")
     if request.method == "POST":
         form = await request.form()
         given = form.get("token")
         wanted = _safe_next(str(form.get("next") or wanted))
-        if state.token is None:
-            return RedirectResponse(base + wanted, status_code=303)
-        if isinstance(given, str) and hmac.compare_digest(
-            given.strip().encode(), state.token.encode()
-        ):
-            response = RedirectResponse(base + wanted, status_code=303)
-            response.set_cookie(
-                SESSION_COOKIE,
-                session_value(state.token),
-                path=base or "/",
-                httponly=True,
-                samesite="strict",
-                secure=request.url.scheme == "https",
-            )
-            return response
+    if state.token is None and (given is not None or request.method == "POST"):
+        return RedirectResponse(base + wanted, status_code=303)
+    error = None
+    if isinstance(given, str) and _is_token(state.token, given.strip()):
+        return _start_session(request, base + wanted)
+    if given is not None:
         error = "That token is not the dashboard's."
-    status = 400 if error else 200
-    try:
-        return state.templates.TemplateResponse(
-            request, "login.html", {"error_message": error, "next_path": wanted}, status_code=status
-        )
-    except Exception as problem:  # the page template is not there yet: a plain form
-        import jinja2
-
-        if not isinstance(problem, jinja2.TemplateNotFound):
-            raise
-        return HTMLResponse(_plain_login(base, wanted, error, csrf_token_of(request)), status)
+    context = {"error_message": error, "next_path": wanted}
+    return state.templates.TemplateResponse(
+        request, "login.html", context, status_code=400 if error else 200
+    )
 
 
-async def logout(request: Request) -> Response:
-    """Forget the session cookie."""
-    from txqueue.web.app import base_path_of
+def _start_session(request: Request, target: str) -> Response:
+    """A new session (ending the one the browser had), its cookie, and 303 to ``target``."""
+    from txqueue.web.app import web_state
 
-    base = base_path_of(request)
-    response = RedirectResponse((base or "") + "/login", status_code=303)
-    response.delete_cookie(SESSION_COOKIE, path=base or "/", httponly=True, samesite="strict")
+    sessions = web_state(request).sessions
+    sessions.end(session_of(request))
+    response = RedirectResponse(target, status_code=303)
+    https = request.url.scheme == "https"
+    response.set_cookie(
+        session_cookie(request.scope),
+        sessions.create(),
+        path=_session_cookie_path(request),
+        httponly=True,
+        samesite="strict",
+        secure=https,
+    )
     return response
 
 
-def _plain_login(base: str, wanted: str, error: str | None, csrf: str) -> str:
-    from html import escape
+def _session_cookie_path(request: Request) -> str:
+    """``/`` over HTTPS (a ``__Host-`` cookie must have it), else the base path."""
+    from txqueue.web.app import base_path_of
 
-    alert = f"<p role=alert>{escape(error)}</p>" if error else ""
-    return (
-        "<!doctype html><html><head><title>txqueue: log in</title></head><body><main>"
-        f"{alert}<form id=login method=post action='{escape(base)}/login'>"
-        f"<input type=hidden name=csrf_token value='{escape(csrf)}'>"
-        f"<input type=hidden name=next value='{escape(wanted)}'>"
-        "<label>Token <input type=password name=token autocomplete=current-password></label>"
-        "<button type=submit>Log in</button></form></main></body></html>"
+    return "/" if request.url.scheme == "https" else base_path_of(request) or "/"
+
+
+async def logout(request: Request) -> Response:
+    """End the session on the server (its cookie is refused from now on) and forget it."""
+    from txqueue.web.app import base_path_of, web_state
+
+    web_state(request).sessions.end(session_of(request))
+    response = RedirectResponse(base_path_of(request) + "/login", status_code=303)
+    response.delete_cookie(
+        session_cookie(request.scope),
+        path=_session_cookie_path(request),
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
     )
+    return response
 
 
 def routes() -> list[BaseRoute]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import txqueue
 from txqueue.core.schema import ColumnType, Table
+from txqueue.core.values import MAX_JSON_NESTING
 from txqueue.errors import InvalidArgument
 from txqueue.models import DeadLetter
 
@@ -39,6 +40,7 @@ __all__ = [
     "encode_payload",
     "key_from_json",
     "key_to_json",
+    "load_json",
     "message",
     "overview",
     "parse_key",
@@ -46,6 +48,7 @@ __all__ = [
     "payload_views",
     "pipeline_row",
     "pipelines",
+    "private_choice",
     "purge_dead_letters",
     "queue_page",
     "replay_dead_letters",
@@ -61,6 +64,46 @@ __all__ = [
 MESSAGE_STATES = ("ready", "leased", "scheduled")
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
+
+
+def load_json(text: str | bytes, field: str) -> Any:
+    """``json.loads(text)``, refusing (InvalidArgument naming ``field``) a value nested deeper
+    than `MAX_JSON_NESTING` levels, JSON's limit everywhere in txqueue, before anything
+    recurses into it; text that is not JSON raises ValueError, for the caller to word."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InvalidArgument(_too_deep(field)) from None
+    if _openings(text) > MAX_JSON_NESTING and _nesting(value) > MAX_JSON_NESTING:
+        raise InvalidArgument(_too_deep(field))
+    return value
+
+
+def _too_deep(field: str) -> str:
+    return f"{field} is nested deeper than {MAX_JSON_NESTING} levels of arrays and objects"
+
+
+def _openings(text: str | bytes) -> int:
+    """How many '[' and '{' the text holds: at most that many levels (a quick bound)."""
+    if isinstance(text, str):
+        return text.count("[") + text.count("{")
+    return text.count(b"[") + text.count(b"{")
+
+
+def _nesting(value: Any) -> int:
+    """How many levels of arrays and objects ``value`` nests (stops past the limit)."""
+    if not isinstance(value, (dict, list)):
+        return 0
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_NESTING:
+            break
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def rfc3339(moment: datetime | None) -> str | None:
@@ -131,7 +174,7 @@ def _part_from_json(kind: ColumnType, part: Any, field: str) -> Any:
 def parse_key(table: Table, text: str, field: str = "key") -> tuple[Any, ...]:
     """A key written as JSON (``[124, "welcome"]``); InvalidArgument when it is not one."""
     try:
-        value = json.loads(text)
+        value = load_json(text, field)
     except (TypeError, ValueError) as error:
         raise InvalidArgument(f"{field} must be a JSON array, got {text!r}") from error
     return whole_key(table, value, field)
@@ -159,7 +202,7 @@ def parse_prefix(table: Table, text: str | None) -> tuple[Any, ...] | None:
     if first.type is ColumnType.STRING:
         return (text,)
     try:
-        value = json.loads(stripped) if first.type is not ColumnType.BYTES else stripped
+        value = load_json(stripped, "prefix") if first.type is not ColumnType.BYTES else stripped
     except ValueError as error:
         raise InvalidArgument(
             f"prefix must be a JSON array of leading key parts, or a value of the first key "
@@ -170,7 +213,7 @@ def parse_prefix(table: Table, text: str | None) -> tuple[Any, ...] | None:
 
 def _json(text: str, field: str) -> Any:
     try:
-        return json.loads(text)
+        return load_json(text, field)
     except ValueError as error:
         raise InvalidArgument(f"{field} is not JSON: {text!r}") from error
 
@@ -418,6 +461,36 @@ def whole_number(value: Any, field: str) -> int | None:
     raise InvalidArgument(f"{field} must be an integer, got {value!r}")
 
 
+#: Why a dashboard request may not set allow_private without the operator's switch.
+PRIVATE_SWITCH_NEEDED = (
+    "allow_private: true is refused: only the operator can allow private destinations, by "
+    "starting the dashboard with --allow-private-destinations "
+    "(create_app(..., allow_private_destinations=True))"
+)
+
+
+def private_choice(
+    events: Events,
+    name: str | None,
+    destination: str | None,
+    requested: bool | None,
+    switch: bool,
+) -> bool | None:
+    """The ``allow_private`` a dashboard request creating (``name`` None) or changing the
+    pipeline ``name`` passes on (None: keep the stored one).
+
+    Only the operator's ``switch`` lets a request ask for true. A new destination without
+    ``allow_private: true`` is checked as a public one and recorded so: an allowance the
+    operator gave one destination never carries over to another a client chose."""
+    if requested and not switch:
+        raise InvalidArgument(PRIVATE_SWITCH_NEEDED)
+    if requested is not None or name is None:
+        return bool(requested)
+    if destination is None or destination == str(events.get_pipeline(name).destination):
+        return None
+    return False
+
+
 def update_pipeline(
     events: Events,
     name: str,
@@ -427,16 +500,19 @@ def update_pipeline(
     min_retry_delay: Any = None,
     max_retry_delay: Any = None,
 ) -> PipelineRow:
-    """Change a pipeline's destination and retry policy (the page's form and the API's PATCH);
-    every field is checked before anything is saved."""
+    """Change a pipeline's destination and retry policy (the pipeline page's form); every
+    field is checked before anything is saved, and a new destination is checked as a public
+    one (`private_choice`)."""
     if destination is not None and not isinstance(destination, str):
         raise InvalidArgument(f"destination must be a string, got {destination!r}")
+    given = destination.strip() if destination and destination.strip() else None
     changed = events.update_pipeline(
         name,
-        destination=destination.strip() if destination and destination.strip() else None,
+        destination=given,
         max_attempts=whole_number(max_attempts, "max_attempts"),
         min_retry_delay=seconds(min_retry_delay, "min_retry_delay"),
         max_retry_delay=seconds(max_retry_delay, "max_retry_delay"),
+        allow_private=private_choice(events, name, given, None, False),
     )
     return pipeline_row(changed)
 
