@@ -185,6 +185,11 @@ def _extract(stored: str | None) -> Any:
     return _api.propagator.extract(carrier)
 
 
+#: Where txqueue's own span attributes go: the semantic conventions keep attributes of one
+#: messaging system under ``messaging.<system>.``.
+OWN = "messaging.txqueue."
+
+
 def _attributes(operation: str, name: str, queue: str, db_system: str | None) -> dict[str, Any]:
     attributes = {
         "messaging.system": SCOPE,
@@ -193,7 +198,8 @@ def _attributes(operation: str, name: str, queue: str, db_system: str | None) ->
         "messaging.operation.name": name,
     }
     if db_system is not None:  # the engine's traits give OpenTelemetry's name for it
-        attributes["db.system.name"] = db_system
+        # (db.system.name belongs to database client spans: this is a messaging span)
+        attributes[f"{OWN}database.system"] = db_system
     return attributes
 
 
@@ -277,7 +283,7 @@ def start_process(message: Any, store: Any) -> Any:
     db_system = None if traits is None else traits.db_system
     attributes = _attributes("process", "process", message.queue, db_system)
     attributes["messaging.message.id"] = _message_id(message.key)
-    attributes["messaging.message.delivery_count"] = message.delivery_count
+    attributes[f"{OWN}message.delivery_count"] = message.delivery_count
     parent = _extract(_take(message.lease_token))
     return found.start_span(
         f"process {message.queue}",
@@ -318,7 +324,7 @@ def settled(span: Any, outcome: Any) -> None:
         "messaging.operation.name": name,
     }
     if outcome.delay is not None:
-        attributes["txqueue.retry.delay_seconds"] = outcome.delay.total_seconds()
+        attributes[f"{OWN}retry.delay_seconds"] = outcome.delay.total_seconds()
     if outcome.error is not None:
         attributes["exception.message"] = outcome.error
     span.add_event(name, attributes)
@@ -348,7 +354,7 @@ def lease_renewed(span: Any, queue: str, expiration: Any = None) -> None:
     if span is not None:
         attributes = {"messaging.operation.name": "renew"}
         if expiration is not None:
-            attributes["txqueue.lease.expiration"] = expiration.isoformat()
+            attributes[f"{OWN}lease.expiration"] = expiration.isoformat()
         span.add_event("renew", attributes)
     instruments = _metrics()
     if instruments is not None:
@@ -366,8 +372,13 @@ def start_publish(bus: str, event: Any) -> Any:
     attributes = _attributes("send", "publish", bus, None)
     with contextlib.suppress(Exception):  # an unchecked event: the publish itself refuses it
         attributes["messaging.message.id"] = str(event.get_id())
+        attributes["cloudevents.event_id"] = str(event.get_id())
+        attributes["cloudevents.event_spec_version"] = str(event.get_specversion())
         attributes["cloudevents.event_type"] = str(event.get_type())
         attributes["cloudevents.event_source"] = str(event.get_source())
+        subject = event.get_subject()
+        if subject is not None:
+            attributes["cloudevents.event_subject"] = str(subject)
     return found.start_span(
         f"publish {bus}", kind=_api.trace.SpanKind.PRODUCER, attributes=attributes
     )
@@ -406,7 +417,7 @@ def start_delivery(pipeline: str, url: str, headers: dict[str, str]) -> tuple[An
         "http.request.method": "POST",
         "url.full": _without_credentials(url),
         "server.address": parts.hostname or "",
-        "txqueue.pipeline": pipeline,
+        f"{OWN}pipeline": pipeline,
     }
     port = parts.port or (443 if parts.scheme == "https" else 80)
     attributes["server.port"] = port
@@ -448,10 +459,15 @@ def end_delivery(span: Any, pipeline: str, attempt: Any) -> None:
 
 
 def _without_credentials(url: str) -> str:
-    """``url`` with a user name and password replaced by REDACTED (url.full's rule)."""
+    """``url`` with a user name and password replaced by REDACTED (url.full's rule), and
+    every query value too: a destination's ``?token=`` or signature is as much a secret."""
     parts = urlsplit(url)
+    if parts.query:
+        pieces = (piece.partition("=") for piece in parts.query.split("&"))
+        query = "&".join(name + ("=REDACTED" if sign else "") for name, sign, _ in pieces)
+        parts = parts._replace(query=query)
     if parts.username is None and parts.password is None:
-        return url
+        return urlunsplit(parts)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"

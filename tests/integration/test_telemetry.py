@@ -95,7 +95,7 @@ def _check_trace(otel: Otel, user: Any, engine: str) -> None:
         assert send.attributes is not None
         assert send.attributes["messaging.system"] == "txqueue"
         assert send.attributes["messaging.operation.type"] == "send"
-        assert send.attributes["db.system.name"] == engine
+        assert send.attributes["messaging.txqueue.database.system"] == engine
     by_key = {s.attributes["messaging.message.id"]: s for s in sends if s.attributes}
     processes = otel.spans("process tasks")
     assert len(processes) == 3, [p.name for p in processes]
@@ -106,10 +106,9 @@ def _check_trace(otel: Otel, user: Any, engine: str) -> None:
         send = by_key[process.attributes["messaging.message.id"]]
         assert process.parent is not None and process.parent.span_id == send.context.span_id
         assert process.attributes["messaging.operation.type"] == "process"
+    count = "messaging.txqueue.message.delivery_count"
     events = {
-        (p.attributes["messaging.message.id"], p.attributes["messaging.message.delivery_count"]): [
-            e.name for e in p.events
-        ]
+        (p.attributes["messaging.message.id"], p.attributes[count]): [e.name for e in p.events]
         for p in processes
         if p.attributes
     }

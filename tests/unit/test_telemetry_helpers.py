@@ -40,7 +40,7 @@ def test_without_a_configured_sdk_nothing_is_made() -> None:
     [
         (
             "https://user:secret@hooks.example.com/in?x=1",
-            "https://REDACTED:REDACTED@hooks.example.com/in?x=1",
+            "https://REDACTED:REDACTED@hooks.example.com/in?x=REDACTED",
         ),
         ("http://token@[::1]:8080/in", "http://REDACTED:REDACTED@[::1]:8080/in"),
         ("https://hooks.example.com/in", "https://hooks.example.com/in"),

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from txqueue.bench import workloads
 from txqueue.cli.common import database_option, open_database
+from txqueue.core.url import redact_url
 
 _SYSTEMS = ("raw", "txqueue")
 
@@ -82,7 +83,7 @@ def bench(
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     console = Console()
     endpoint = Endpoint() if workload == "events" else None
-    report: dict[str, Any] = {"database": database, "keys": keys}
+    report: dict[str, Any] = {"database": redact_url(database), "keys": keys}
     if endpoint is not None:
         concurrency = event_workloads.CONCURRENCY
         limit = ceiling(endpoint, max(messages, 500), concurrency)
@@ -168,7 +169,7 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
 
 
 def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Table:
-    table = Table(title=f"txqueue bench on {url.split('?')[0]} (medians)")
+    table = Table(title=f"txqueue bench on {redact_url(url).split('?')[0]} (medians)")
     for column in ("workload", "raw", "txqueue", "txqueue / raw"):
         table.add_column(column, justify="right" if column != "workload" else "left")
     for label, systems in results.items():

@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 
 import txqueue
-from txqueue.drivers.engines import parse_url
+from txqueue.core.url import redact_url
+from txqueue.drivers.engines import parse_url, traits_named
 
 SCHEMA = [
     "CREATE TABLE Users (UserId INT64 NOT NULL, UserName STRING(MAX), Email STRING(MAX))"
@@ -42,7 +43,8 @@ def demo(database: str | None, worker_only: bool) -> None:
         return
     console = Console()
     url = database or f"sqlite:///{tempfile.mkdtemp(prefix='txqueue-demo-')}/app.db"
-    console.print(f"[bold]txqueue demo[/] on [cyan]{url}[/]")
+    shown = escape(redact_url(url))
+    console.print(f"[bold]txqueue demo[/] on [cyan]{shown}[/]")
     with txqueue.connect(url) as db:
         db.update_ddl(SCHEMA)
         console.print("created table [bold]Users[/] and queue [bold]UserTasks[/]")
@@ -73,12 +75,20 @@ def demo(database: str | None, worker_only: bool) -> None:
             left = snapshot.execute_sql("SELECT COUNT(*) FROM UserTasks").one()[0]
         console.print(f"done: {users} users, {left} messages left in UserTasks")
     console.print(
-        f"the database is left at [cyan]{escape(os.path.abspath(parse_url(url).target))}[/];"
+        f"the database is left at [cyan]{_where(url)}[/];"
         " look inside with\n"
-        f"  txqueue sql --database {escape(url)} 'SELECT * FROM Users'\n"
-        f"  txqueue queues --database {escape(url)}",
+        f"  txqueue sql --database {shown} 'SELECT * FROM Users'\n"
+        f"  txqueue queues --database {shown}",
         soft_wrap=True,  # whole lines, to copy and paste
     )
+
+
+def _where(url: str) -> str:
+    """Where the database is: a SQLite file's full path, else the URL without its password."""
+    parsed = parse_url(url)
+    if traits_named(parsed.engine).file_target:
+        return escape(os.path.abspath(parsed.target))
+    return escape(redact_url(url))
 
 
 def _sign_up_then_fail(transaction: txqueue.Transaction) -> None:

@@ -23,6 +23,7 @@ from txqueue.cli.events import since as parse_since
 from txqueue.cli.listing import emit, format_option, formats
 from txqueue.cli.text import Column, print_table
 from txqueue.core.text import printable
+from txqueue.core.url import redact_url
 from txqueue.events.cloudevent import to_json
 from txqueue.worker import configure_logging
 
@@ -265,7 +266,7 @@ def purge(database: str, older_than: str | None) -> None:
     type=click.FloatRange(min=0.1),
     default=30.0,
     show_default=True,
-    help="Seconds one HTTP attempt may take.",
+    help="Seconds one HTTP attempt may take in all; deliveries are leased for twice it plus 5 s.",
 )
 @click.option(
     "--purge-interval",
@@ -309,7 +310,7 @@ async def _dispatch(
             loop.add_signal_handler(number, worker.stop)
         await worker.events.ensure_tables()
         print(
-            f"dispatcher delivering for {printable(url)} (concurrency {concurrency})",
+            f"dispatcher delivering for {printable(redact_url(url))} (concurrency {concurrency})",
             file=sys.stderr,
             flush=True,
         )

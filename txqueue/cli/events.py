@@ -1,7 +1,8 @@
 """``txqueue buses|pipelines|enrollments``: the event layer's configuration from the shell.
 
-Shaped after ``gcloud eventarc`` (``pipelines update NAME --min-retry-delay=4 ...``); thin over
-`txqueue.Events`. ``txqueue events`` and ``txqueue dispatcher`` are in `event_delivery`.
+Shaped after ``gcloud eventarc`` (``pipelines update NAME --min-retry-delay=4 ...``): its
+fully qualified names, ``--project``, ``--location`` and ``--destinations`` are taken as
+`eventarc_names` says; thin over `txqueue.Events`. ``txqueue events`` and ``txqueue dispatcher`` are in `event_delivery`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from txqueue.cli.common import (
     open_database,
     run_command,
     seconds_value,
+)
+from txqueue.cli.eventarc_names import (
+    check_location,
+    check_project,
+    destinations_value,
+    placement_options,
+    resource_id,
 )
 from txqueue.cli.listing import emit, format_option
 from txqueue.cli.text import Column, print_table
@@ -168,8 +176,17 @@ _retention_option = click.option(
 @database_option
 @_archive
 @_retention_option
-def create_bus(name: str, database: str, archive: bool | None, retention: str | None) -> None:
+@placement_options
+def create_bus(
+    name: str,
+    database: str,
+    archive: bool | None,
+    retention: str | None,
+    project: str | None,
+    location: str | None,
+) -> None:
     """Create bus NAME (archiving on, 30 days' retention, unless told otherwise)."""
+    name = resource_id(name, "bus", "NAME", project, location)
     kept = _retention(retention)
     options: dict[str, Any] = {} if kept is UNCHANGED else {"retention": kept}
     _show(
@@ -186,8 +203,17 @@ def create_bus(name: str, database: str, archive: bool | None, retention: str | 
 @database_option
 @_archive
 @_retention_option
-def update_bus(name: str, database: str, archive: bool | None, retention: str | None) -> None:
+@placement_options
+def update_bus(
+    name: str,
+    database: str,
+    archive: bool | None,
+    retention: str | None,
+    project: str | None,
+    location: str | None,
+) -> None:
     """Change the archive settings of bus NAME."""
+    name = resource_id(name, "bus", "NAME", project, location)
     kept = _retention(retention)
     _show(call(database, lambda e: e.update_bus(name, archive=archive, retention=kept)))
 
@@ -236,16 +262,39 @@ def _pipeline_options(function: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         function = option(function)
-    return function
+    return placement_options(function)
+
+
+_DESTINATION_HELP = "http(s) URL, bus:NAME or queue:NAME."
+_DESTINATIONS_HELP = (
+    "gcloud's spelling: http_endpoint_uri=URL, message_bus=BUS or pubsub_topic=BUS "
+    "(a topic is a bus here), with optional project= and location=."
+)
+
+
+def _destination(options: dict[str, Any], required: bool) -> str | None:
+    """The one of --destination and --destinations given, as a txqueue destination."""
+    plain, gcloud = options.pop("destination"), options.pop("destinations")
+    if plain is not None and gcloud is not None:
+        raise click.UsageError("--destination and --destinations are mutually exclusive")
+    if gcloud is not None:
+        return destinations_value(gcloud, options["project"], options["location"])
+    if plain is None and required:
+        raise click.UsageError("Missing option '--destination' (or gcloud's '--destinations').")
+    return plain  # type: ignore[no-any-return]
 
 
 @pipelines.command("create")
 @click.argument("name")
 @database_option
-@click.option("--destination", required=True, help="http(s) URL, bus:NAME or queue:NAME.")
+@click.option("--destination", help=_DESTINATION_HELP)
+@click.option("--destinations", help=_DESTINATIONS_HELP)
 @_pipeline_options
-def create_pipeline(name: str, database: str, destination: str, **options: Any) -> None:
-    """Create pipeline NAME delivering to --destination."""
+def create_pipeline(name: str, database: str, **options: Any) -> None:
+    """Create pipeline NAME delivering to --destination (or --destinations)."""
+    name = resource_id(name, "pipeline", "NAME", options["project"], options["location"])
+    destination = _destination(options, required=True)
+    assert destination is not None
     secret = _signing_secret(options, unset=None)
     fields = {
         "max_attempts": options["max_retry_attempts"],
@@ -271,12 +320,15 @@ def create_pipeline(name: str, database: str, destination: str, **options: Any) 
 @pipelines.command("update")
 @click.argument("name")
 @database_option
-@click.option("--destination", help="http(s) URL, bus:NAME or queue:NAME.")
+@click.option("--destination", help=_DESTINATION_HELP)
+@click.option("--destinations", help=_DESTINATIONS_HELP)
 @_pipeline_options
 @click.option("--clear-payload-format", is_flag=True, help="Remove the payload format and schema.")
 @click.option("--clear-signing-secret", is_flag=True, help="Stop signing deliveries.")
-def update_pipeline(name: str, database: str, destination: str | None, **options: Any) -> None:
+def update_pipeline(name: str, database: str, **options: Any) -> None:
     """Change pipeline NAME; dispatchers apply it from their next attempt on."""
+    name = resource_id(name, "pipeline", "NAME", options["project"], options["location"])
+    destination = _destination(options, required=False)
     secret = _signing_secret(options, unset=UNCHANGED)
     changes: dict[str, Any] = {
         "destination": destination,
@@ -348,8 +400,25 @@ def enrollments() -> None:
 @click.option(
     "--cel-match", required=True, help='CEL condition, e.g. message.type == "x" (or "true").'
 )
-def create_enrollment(name: str, database: str, bus: str, pipeline: str, cel_match: str) -> None:
+@click.option(
+    "--message-bus-project", help="Project of the bus: checked, no effect; a database is one."
+)
+@placement_options
+def create_enrollment(
+    name: str,
+    database: str,
+    bus: str,
+    pipeline: str,
+    cel_match: str,
+    message_bus_project: str | None,
+    project: str | None,
+    location: str | None,
+) -> None:
     """Create enrollment NAME routing matching events of --bus to --pipeline."""
+    name = resource_id(name, "enrollment", "NAME", project, location)
+    check_project(message_bus_project, "--message-bus-project")
+    bus = resource_id(bus, "bus", "--message-bus", message_bus_project or project, location)
+    pipeline = resource_id(pipeline, "pipeline", "--destination-pipeline", project, location)
     _show(
         call(
             database,
@@ -365,10 +434,19 @@ def create_enrollment(name: str, database: str, bus: str, pipeline: str, cel_mat
     "--pipeline", "--destination-pipeline", "pipeline", help="Route matches here instead."
 )
 @click.option("--cel-match", help="The new CEL condition.")
+@placement_options
 def update_enrollment(
-    name: str, database: str, pipeline: str | None, cel_match: str | None
+    name: str,
+    database: str,
+    pipeline: str | None,
+    cel_match: str | None,
+    project: str | None,
+    location: str | None,
 ) -> None:
     """Change the condition or pipeline of enrollment NAME."""
+    name = resource_id(name, "enrollment", "NAME", project, location)
+    if pipeline is not None:
+        pipeline = resource_id(pipeline, "pipeline", "--destination-pipeline", project, location)
     _show(
         call(database, lambda e: e.update_enrollment(name, cel_match=cel_match, pipeline=pipeline))
     )
@@ -388,20 +466,31 @@ def _add_common(group: click.Group, kind: str) -> None:
     @group.command("list")
     @database_option
     @format_option
-    def list_command(database: str, output_format: str) -> None:
+    @placement_options
+    def list_command(
+        database: str, output_format: str, project: str | None, location: str | None
+    ) -> None:
+        check_project(project, "--project")
+        check_location(location, "--location")
         found = call(database, lambda e: getattr(e, f"list_{kind}")())
         _table(kind, found, _COLUMNS[kind], output_format)
 
     @group.command("describe")
     @click.argument("name")
     @database_option
-    def describe_command(name: str, database: str) -> None:
+    @placement_options
+    def describe_command(
+        name: str, database: str, project: str | None, location: str | None
+    ) -> None:
+        name = resource_id(name, noun, "NAME", project, location)
         _show(call(database, lambda e: getattr(e, f"get_{noun}")(name)))
 
     @group.command("delete")
     @click.argument("name")
     @database_option
-    def delete_command(name: str, database: str) -> None:
+    @placement_options
+    def delete_command(name: str, database: str, project: str | None, location: str | None) -> None:
+        name = resource_id(name, noun, "NAME", project, location)
         call(database, lambda e: getattr(e, f"delete_{noun}")(name))
         click.echo(f"deleted {noun} {name}")
 

@@ -7,6 +7,7 @@ import click
 from txqueue.cli.common import database_option, open_database, run_command
 from txqueue.cli.listing import emit, format_option
 from txqueue.cli.text import Column, print_table, text
+from txqueue.core.url import redact_url
 from txqueue.models import QueueInfo
 
 __all__ = ["queues"]
@@ -50,7 +51,7 @@ def _table(database: str, infos: list[QueueInfo]) -> None:
         )
         for info in infos
     ]
-    print_table(columns, rows, title=f"queues in {database}", empty="no queues")
+    print_table(columns, rows, title=f"queues in {redact_url(database)}", empty="no queues")
 
 
 def _age(seconds: float) -> str:

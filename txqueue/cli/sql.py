@@ -32,6 +32,7 @@ from txqueue.cli import text as display
 from txqueue.cli.common import database_option, open_database
 from txqueue.cli.listing import emit, emit_each, encoded, format_option, shown_bytes
 from txqueue.core.text import printable
+from txqueue.core.url import redact_url
 from txqueue.core.values import check_value
 from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.sql import StreamingResultSet, is_complete, split_script, statement_kind
@@ -331,7 +332,7 @@ class _Runner:
         """Read statements until ``;`` at the end of a line; ``\\q``, ``exit`` or Ctrl-D leave."""
         readline = _readline()
         self.console.print(
-            f"txqueue sql on [cyan]{escape(printable(database))}[/] ({self.dialect.value} on "
+            f"txqueue sql on [cyan]{escape(printable(redact_url(database)))}[/] ({self.dialect.value} on "
             f"{self.db.engine}). End statements with ';'; help lists commands; leave with \\q or "
             "Ctrl-D."
         )

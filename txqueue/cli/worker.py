@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import os
 import signal
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from types import FrameType
 import click
 
 from txqueue.cli.common import database_option, duration_value, failure
+from txqueue.core.text import printable
 from txqueue.errors import TxqueueError
 from txqueue.worker import App, Metrics, Stats, Worker, configure_logging
 from txqueue.worker.observe import StatusLine
@@ -22,14 +24,19 @@ __all__ = ["load_app", "worker"]
 
 
 def load_app(reference: str) -> App:
-    """Import ``module:attribute`` (the current directory is importable) and check it is an App."""
+    """Import ``module:attribute`` from the current directory and check it is an App.
+
+    The directory is searched after the installed packages, never before them: a module
+    another user planted there under an installed name (``prometheus_client.py``) is not
+    imported in its place. A directory others may write to gets a warning on stderr.
+    """
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
         raise click.BadParameter(
             "write the app as module:attribute, e.g. myapp:app", param_hint="APP"
         )
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    directory = os.getcwd()
+    _search_last(directory)
     try:
         found: object = importlib.import_module(module_name)
     except ImportError as error:
@@ -49,7 +56,34 @@ def load_app(reference: str) -> App:
         raise click.BadParameter(
             f"{reference} is a {type(found).__name__}, not a txqueue.App", param_hint="APP"
         )
+    origin = getattr(sys.modules.get(module_name), "__file__", None)
+    if origin is not None and os.path.abspath(origin).startswith(directory + os.sep):
+        _warn_if_shared(directory)
     return found
+
+
+def _search_last(directory: str) -> None:
+    """Put ``directory`` on ``sys.path`` after the installed packages: Python itself puts it
+    first under ``python -m`` (as ``''`` or its path); that entry is moved to the end."""
+    kept = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != directory]
+    sys.path[:] = [*kept, directory]
+
+
+def _warn_if_shared(directory: str) -> None:
+    """Warn when users other than the owner may create files in ``directory``: a module
+    planted there under a name the app imports would run as this worker (a sticky bit does
+    not stop them creating new files)."""
+    try:
+        mode = os.stat(directory).st_mode
+    except OSError:
+        return
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        click.echo(
+            f"warning: the app's directory {printable(directory)} is writable by other users "
+            f"(mode {stat.S_IMODE(mode):04o}): a module planted there could run as this "
+            "worker; run it from a directory only its owner can write to",
+            err=True,
+        )
 
 
 @click.command()

@@ -13,10 +13,12 @@ from datetime import timedelta
 
 from txqueue.errors import InvalidArgument
 
-__all__ = ["RetryPolicy"]
+__all__ = ["MAX_ATTEMPTS", "RetryPolicy"]
 
 _MIN_DELAY = timedelta(seconds=1)
 _MAX_DELAY = timedelta(seconds=600)
+#: The most attempts a policy may allow: INT64's largest value, as stored and as Eventarc takes.
+MAX_ATTEMPTS = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,13 @@ class RetryPolicy:
     jitter: float = 0.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
-            raise InvalidArgument("max_attempts must be a positive integer")
-        if self.max_attempts < 1:
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int):
+            raise InvalidArgument(f"max_attempts must be a positive integer up to {MAX_ATTEMPTS}")
+        if not 1 <= attempts <= MAX_ATTEMPTS:
+            shown = attempts if attempts.bit_length() <= 256 else "a larger number"
             raise InvalidArgument(
-                f"max_attempts must be a positive integer, got {self.max_attempts}"
+                f"max_attempts must be a positive integer up to {MAX_ATTEMPTS} (INT64), got {shown}"
             )
         for field in ("min_retry_delay", "max_retry_delay"):
             value = getattr(self, field)

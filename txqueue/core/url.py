@@ -6,11 +6,12 @@ Which engine a URL names, and how its URL is read, is each engine's own business
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from txqueue.errors import InvalidArgument
 
-__all__ = ["DatabaseUrl", "integer_option"]
+__all__ = ["DatabaseUrl", "integer_option", "redact_url"]
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,22 @@ def integer_option(url: DatabaseUrl, name: str, default: int) -> int:
     if len(digits) > len(str(maximum)) or int(digits) > maximum:
         raise InvalidArgument(f"URL option {name} must be at most {maximum}, got {text[:30]!r}")
     return int(digits)
+
+
+#: A password given as a URL option (libpq's ``?password=``, ``?sslpassword=``).
+_PASSWORD_OPTION = re.compile(r"(?i)([?&](?:ssl)?password=)[^&#]*")
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown (a start line, a title, a log): its password, in the user
+    part or as an option, is ``***``; the user, host, database and other options stay."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    ends = [index for index in (rest.find(mark) for mark in "/?#") if index >= 0]
+    end = min(ends, default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    return scheme + separator + authority + _PASSWORD_OPTION.sub(r"\1***", tail)

@@ -369,6 +369,8 @@ def judge(url: str, operations: list[Operation], observed: dict[str, int]) -> di
 def run(failovers: int, synchronous: bool, seed: int) -> int:
     rng = random.Random(seed)
     cluster = Cluster(synchronous=synchronous)
+    # Every connection made here or by the workers started here reads the password there.
+    os.environ["PGPASSFILE"] = str(cluster.client_passfile)
     proxies: list[CommitDropProxy] = []
     senders: Senders | None = None
     workers: Workers | None = None

@@ -5,6 +5,11 @@ Everything lives in one fresh temporary directory owned by the ``postgres`` OS u
 (PostgreSQL and Patroni refuse to run as root), every port is chosen at run time on
 127.0.0.1, and `Cluster.close` stops every process it started (SIGCONT first, for a frozen
 node) and removes the directory.
+
+Every TCP connection authenticates with scram-sha-256 and a password made for this run
+(`Cluster.password`, never ``trust``): the superuser's port on 127.0.0.1 is open to every
+local user while the check runs. Clients find the password through the libpq password file
+`Cluster.client_passfile` (``PGPASSFILE``), so it appears in no URL and no command line.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -114,6 +120,13 @@ class Cluster:
             user = pwd.getpwnam(PG_OS_USER)
             self._as = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
             os.chown(self.directory, user.pw_uid, user.pw_gid)
+        #: The password of the ``postgres`` role (superuser, replication and rewind).
+        self.password = secrets.token_urlsafe(24)
+        #: A libpq password file holding it, for this process and the ones it starts.
+        self.client_passfile = self.directory / "client.pgpass"
+        descriptor = os.open(self.client_passfile, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(descriptor, "w") as passfile:
+            passfile.write(f"127.0.0.1:*:*:postgres:{self.password}\n")
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
         self.etcd: subprocess.Popen[bytes] | None = None
         self.nodes = [
@@ -221,9 +234,10 @@ class Cluster:
                 },
                 "initdb": [{"encoding": "UTF8"}, {"locale": "C"}],
                 "pg_hba": [
+                    # The socket lives in the run's directory, mode 0700: its owner's alone.
                     "local all all trust",
-                    "host replication all 127.0.0.1/32 trust",
-                    "host all all 127.0.0.1/32 trust",
+                    "host replication all 127.0.0.1/32 scram-sha-256",
+                    "host all all 127.0.0.1/32 scram-sha-256",
                 ],
             },
             "postgresql": {
@@ -233,11 +247,13 @@ class Cluster:
                 "bin_dir": BIN_DIR,
                 "pgpass": str(self.directory / f"{node.name}.pgpass"),
                 "authentication": {
-                    "superuser": {"username": "postgres", "password": "postgres"},
-                    "replication": {"username": "postgres", "password": "postgres"},
-                    "rewind": {"username": "postgres", "password": "postgres"},
+                    role: {"username": "postgres", "password": self.password}
+                    for role in ("superuser", "replication", "rewind")
                 },
-                "parameters": {"unix_socket_directories": str(self.directory)},
+                "parameters": {
+                    "unix_socket_directories": str(self.directory),
+                    "password_encryption": "scram-sha-256",
+                },
             },
         }
         return json.dumps(config, indent=1)  # JSON is YAML
