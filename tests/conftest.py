@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 from pgserver import PostgresServer, create_database, drop_database, find_or_start, with_database
+from spannerfixtures import spanner_emulator, spanner_opted_in, spanner_url
+
+__all__ = ["spanner_emulator", "spanner_url"]  # fixtures of the Cloud Spanner emulator
 
 _MAX_IDENT_BYTES = 63  # NAMEDATALEN - 1
 _db_counter = itertools.count(1)
@@ -198,10 +201,15 @@ def sqlite_url(tmp_path: Path) -> str:
     params=[
         pytest.param("sqlite", id="sqlite"),
         pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+        # Cloud Spanner on its emulator, opt-in (TXQUEUE_TEST_SPANNER=1) until it is green.
+        *([pytest.param("spanner", id="spanner")] if spanner_opted_in() else []),
     ]
 )
 def database_url(request: pytest.FixtureRequest) -> str:
-    """Run the test once per engine: a SQLite file URL, then a fresh PostgreSQL database."""
+    """Run the test once per engine: a SQLite file URL, then a fresh PostgreSQL database
+    (then, opted in, a fresh Cloud Spanner database on the emulator)."""
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
+    if request.param == "spanner":
+        return str(request.getfixturevalue("spanner_url"))
     return str(request.getfixturevalue("pg_database_url"))

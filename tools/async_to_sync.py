@@ -32,6 +32,7 @@ FILES = {
     "txqueue/_async/transaction.py": "txqueue/_sync/transaction.py",
     "txqueue/drivers/sqlite/_async.py": "txqueue/drivers/sqlite/_sync.py",
     "txqueue/drivers/postgres/_async.py": "txqueue/drivers/postgres/_sync.py",
+    "txqueue/drivers/spanner/_async.py": "txqueue/drivers/spanner/_sync.py",
     "txqueue/drivers/postgres/_async_dead_letters.py": "txqueue/drivers/postgres/_sync_dead_letters.py",
     "txqueue/drivers/postgres/_async_transaction.py": "txqueue/drivers/postgres/_sync_transaction.py",
     "txqueue/drivers/postgres/_async_server.py": "txqueue/drivers/postgres/_sync_server.py",

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from txqueue.core.url import DatabaseUrl
 from txqueue.drivers.postgres.traits import TRAITS as POSTGRES
+from txqueue.drivers.spanner.traits import TRAITS as SPANNER
 from txqueue.drivers.sqlite.traits import TRAITS as SQLITE
 from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import InvalidArgument
@@ -17,6 +18,7 @@ from txqueue.errors import InvalidArgument
 __all__ = [
     "ENGINES",
     "POSTGRES",
+    "SPANNER",
     "SQLITE",
     "parse_url",
     "traits_for",
@@ -25,7 +27,7 @@ __all__ = [
 ]
 
 #: Every engine txqueue speaks, in the order error messages list them.
-ENGINES: tuple[EngineTraits, ...] = (SQLITE, POSTGRES)
+ENGINES: tuple[EngineTraits, ...] = (SQLITE, POSTGRES, SPANNER)
 
 _BY_SCHEME = {scheme: traits for traits in ENGINES for scheme in traits.schemes}
 _BY_NAME = {traits.name: traits for traits in ENGINES}
