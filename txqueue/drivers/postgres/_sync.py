@@ -54,7 +54,7 @@ from txqueue.drivers.postgres.codec import (
     token_location,
     utc,
 )
-from txqueue.drivers.postgres.connections import PooledConnection
+from txqueue.drivers.postgres.connections import PooledConnection, check_encoding
 from txqueue.drivers.postgres.floors import ReceiveFloors
 from txqueue.drivers.postgres.names import DISPLAY_NAME, RESERVED_PREFIX
 from txqueue.drivers.postgres.notifier import Notifier
@@ -73,7 +73,7 @@ from txqueue.drivers.postgres.statements import (
     queue_statements,
 )
 from txqueue.drivers.postgres.statistics import StatisticsWatch
-from txqueue.errors import FailedPrecondition, InvalidArgument, TxqueueError
+from txqueue.errors import InvalidArgument, TxqueueError
 from txqueue.models import DeadLetter, LeaseRenewal, Message, StoredMessage
 
 __all__ = ["PostgresDriver"]
@@ -234,7 +234,7 @@ class PostgresDriver:
     def initialize(self, dialect: Dialect | None) -> Dialect:
         connection = self.get()
         try:
-            _check_encoding(connection)
+            check_encoding(connection)
             with map_errors():
                 with connection.transaction():
                     connection.execute("SELECT pg_advisory_xact_lock(%s)", [DDL_LOCK])
@@ -587,14 +587,3 @@ def _recorded_dialect(connection: Any) -> Dialect | None:
     cursor = connection.execute(RECORDED_DIALECT)
     row = cursor.fetchone()
     return None if row is None else Dialect(row[0])
-
-
-def _check_encoding(connection: Any) -> None:
-    """FailedPrecondition for a SQL_ASCII database: it keeps text as unchecked bytes, which
-    psycopg hands back as ``bytes``, so names, tokens and JSON would not read back."""
-    if connection.info.parameter_status("server_encoding") == "SQL_ASCII":
-        raise FailedPrecondition(
-            f"database {connection.info.dbname!r} has the encoding SQL_ASCII, which keeps text "
-            "as unchecked bytes: txqueue needs UTF8. Create the database with ENCODING 'UTF8' "
-            "(CREATE DATABASE name ENCODING 'UTF8' TEMPLATE template0) and move the data there"
-        )

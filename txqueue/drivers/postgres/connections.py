@@ -19,7 +19,9 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["AsyncPooledConnection", "PooledConnection", "has_input"]
+from txqueue.errors import FailedPrecondition
+
+__all__ = ["AsyncPooledConnection", "PooledConnection", "check_encoding", "has_input"]
 
 
 def has_input(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
@@ -65,3 +67,14 @@ class AsyncPooledConnection(psycopg.AsyncConnection[Any]):
         if cursor is None or cursor.closed:
             cursor = self._kept = self.cursor()
         return await cursor.execute(query, params, binary=binary)
+
+
+def check_encoding(connection: Any) -> None:
+    """FailedPrecondition for a SQL_ASCII database: it keeps text as unchecked bytes, which
+    psycopg hands back as ``bytes``, so names, tokens and JSON would not read back."""
+    if connection.info.parameter_status("server_encoding") == "SQL_ASCII":
+        raise FailedPrecondition(
+            f"database {connection.info.dbname!r} has the encoding SQL_ASCII, which keeps text "
+            "as unchecked bytes: txqueue needs UTF8. Create the database with ENCODING 'UTF8' "
+            "(CREATE DATABASE name ENCODING 'UTF8' TEMPLATE template0) and move the data there"
+        )

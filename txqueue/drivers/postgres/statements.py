@@ -21,6 +21,7 @@ from txqueue.core.leases import (
 )
 from txqueue.core.lengths import constraint_name, limited
 from txqueue.core.schema import Column, ColumnType, Index, Table
+from txqueue.drivers.ddl import create_index as index_ddl
 
 __all__ = [
     "CATALOG",
@@ -239,12 +240,7 @@ def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[
 
 def create_index(index: Index) -> str:
     """CREATE [UNIQUE] INDEX for a user index."""
-    directions = index.descending or (False,) * len(index.columns)
-    columns = ", ".join(
-        ident(c) + (" DESC" if desc else "") for c, desc in zip(index.columns, directions)
-    )
-    unique = "UNIQUE " if index.unique else ""
-    return f"CREATE {unique}INDEX {ident(index.name)} ON {ident(index.table)} ({columns})"
+    return index_ddl(index, ident)
 
 
 def _array_type(column: Column) -> str:

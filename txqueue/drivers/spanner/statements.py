@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from txqueue.core.schema import Column, ColumnType, Index, Table
+from txqueue.drivers.ddl import create_index as index_ddl
 
 __all__ = [
     "CATALOG",
@@ -142,12 +143,7 @@ def drop_table(table: Table, indexes: list[str]) -> list[str]:
 
 def create_index(index: Index) -> str:
     """CREATE [UNIQUE] INDEX for a user index."""
-    directions = index.descending or (False,) * len(index.columns)
-    columns = ", ".join(
-        quote(c) + (" DESC" if desc else "") for c, desc in zip(index.columns, directions)
-    )
-    unique = "UNIQUE " if index.unique else ""
-    return f"CREATE {unique}INDEX {quote(index.name)} ON {quote(index.table)} ({columns})"
+    return index_ddl(index, quote)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from functools import lru_cache
 from txqueue.core.leases import LOCATOR_SEPARATOR, MAX_BACKOFF_EXPONENT, MAX_BACKOFF_SECONDS
 from txqueue.core.lengths import constraint_name, limited
 from txqueue.core.schema import Column, ColumnType, Index, Table
+from txqueue.drivers.ddl import create_index as index_ddl
 
 __all__ = ["NOW_MICROS", "QueueStatements", "create_index", "create_table", "quote"]
 
@@ -107,12 +108,7 @@ def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[
 
 def create_index(index: Index) -> str:
     """CREATE [UNIQUE] INDEX for a user index."""
-    directions = index.descending or (False,) * len(index.columns)
-    columns = ", ".join(
-        quote(c) + (" DESC" if desc else "") for c, desc in zip(index.columns, directions)
-    )
-    unique = "UNIQUE " if index.unique else ""
-    return f"CREATE {unique}INDEX {quote(index.name)} ON {quote(index.table)} ({columns})"
+    return index_ddl(index, quote)
 
 
 @dataclass(frozen=True)
