@@ -204,9 +204,11 @@ def test_crash_restarts_under_load_lose_nothing(
         effects=effects,
         remaining=remaining,
     )
-    # After a restart the pool reconnects with its own backoff (1 s, 2 s, ...): redeliveries
-    # may wait for that, which says nothing about the lease rules (test_kill checks those).
-    report = check(history, lease=LEASE, tolerance=15.0)
+    # After a restart the pool reconnects with its own backoff, which psycopg_pool doubles
+    # without a cap (1, 2, 4, 8, 16 s): a consumer caught in it waits, and one CI run saw
+    # three redeliveries 25-27 s past the lease rules. That says nothing about the lease
+    # rules (test_kill checks those), so the tolerance covers the backoff's 16 s step.
+    report = check(history, lease=LEASE, tolerance=35.0)
     figures = {
         "restarts": RESTARTS,
         "downtime_seconds": [round(d, 2) for d in downtime],
