@@ -8,6 +8,7 @@ returns a stream: rows arrive as messages become ready, until its max_duration e
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -72,7 +73,7 @@ class StreamingResultSet(RowStream, ResultSet):
     messages not yet yielded.
     """
 
-    __slots__ = ("_messages", "_row")
+    __slots__ = ("_messages", "_read", "_row")
 
     def __init__(
         self, fields: Sequence[str], row: Callable[[Message], Row], messages: Iterator[Message]
@@ -80,10 +81,19 @@ class StreamingResultSet(RowStream, ResultSet):
         super().__init__(list(fields), [])
         self._row = row
         self._messages = messages
+        self._read = 0  # rows handed to the iterating caller so far
+
+    def __next__(self) -> Row:
+        # Rows that len() already waited for come first: list(result) asks for len() before
+        # it iterates, and must still get every row.
+        row = self.rows[self._read] if self._read < len(self.rows) else RowStream.__next__(self)
+        self._read += 1
+        return row
 
     def __len__(self) -> int:
-        for _ in self:
-            pass
+        with suppress(StopIteration):
+            while True:
+                RowStream.__next__(self)
         return len(self.rows)
 
     def one(self) -> Row:

@@ -243,6 +243,17 @@ def test_receive_streams_messages_as_they_are_sent(db: txqueue.Database) -> None
     assert result.rows == [first, second]
 
 
+def test_list_of_a_receive_gets_every_row(db: txqueue.Database) -> None:
+    # list() asks for len() first, which waits for the whole stream: the rows it waited for
+    # must still be iterated (they were lost: list() gave []).
+    for i in range(3):
+        send_sql(db, 1, f"m{i}")
+    arguments = "max_duration=>'1s'" if gsql(db) else "NULL, NULL, '1s'"
+    with db.snapshot() as snapshot:
+        rows = list(snapshot.execute_sql(receive_sql(db, arguments)))
+    assert sorted(row[1] for row in rows) == ["m0", "m1", "m2"]
+
+
 def test_batches_mark_their_last_message(db: txqueue.Database) -> None:
     for i in range(5):
         send_sql(db, 1, f"m{i}")
