@@ -19,9 +19,13 @@ from pathlib import Path
 
 import pytest
 from pgserver import PostgresServer, create_database, drop_database, find_or_start, with_database
-from spannerfixtures import spanner_emulator, spanner_opted_in, spanner_url
+from spannerfixtures import spanner_database_url, spanner_emulator, spanner_opted_in, spanner_url
 
-__all__ = ["spanner_emulator", "spanner_url"]  # fixtures of the Cloud Spanner emulator
+__all__ = [  # fixtures of the Cloud Spanner emulator
+    "spanner_database_url",
+    "spanner_emulator",
+    "spanner_url",
+]
 
 _MAX_IDENT_BYTES = 63  # NAMEDATALEN - 1
 _db_counter = itertools.count(1)
@@ -42,11 +46,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Anything reaching the PostgreSQL fixtures counts as a postgres test, so
-    # `-m "not postgres"` deselects it (database_url marks only its own param).
+    # Anything reaching the PostgreSQL (Cloud Spanner) fixtures counts as a postgres (spanner)
+    # test, so `-m "not postgres"` deselects it (database_url marks only its own param).
     for item in items:
         if "_postgres" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
+        if "spanner_emulator" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spanner)
 
 
 @pytest.fixture(scope="session")
@@ -201,15 +207,20 @@ def sqlite_url(tmp_path: Path) -> str:
     params=[
         pytest.param("sqlite", id="sqlite"),
         pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-        # Cloud Spanner on its emulator, opt-in (TXQUEUE_TEST_SPANNER=1) until it is green.
-        *([pytest.param("spanner", id="spanner")] if spanner_opted_in() else []),
+        # Cloud Spanner on its emulator, opt-in until the suites fit in CI's time:
+        # TXQUEUE_TEST_SPANNER=1 adds it (-m "not spanner" deselects it).
+        *(
+            [pytest.param("spanner", id="spanner", marks=pytest.mark.spanner)]
+            if spanner_opted_in()
+            else []
+        ),
     ]
 )
 def database_url(request: pytest.FixtureRequest) -> str:
-    """Run the test once per engine: a SQLite file URL, then a fresh PostgreSQL database
-    (then, opted in, a fresh Cloud Spanner database on the emulator)."""
+    """Run the test once per engine: a SQLite file URL, then a fresh PostgreSQL database,
+    then a fresh Cloud Spanner database on the emulator (see ``spanner_opted_in``)."""
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
     if request.param == "spanner":
-        return str(request.getfixturevalue("spanner_url"))
+        return str(request.getfixturevalue("spanner_database_url"))
     return str(request.getfixturevalue("pg_database_url"))

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -116,10 +117,14 @@ def create_instance(rest_base: str, project: str = PROJECT, instance: str = INST
 
 
 def create_database(
-    rest_base: str, name: str, dialect: str = "googlesql", project: str = PROJECT
+    rest_base: str,
+    name: str,
+    dialect: str = "googlesql",
+    project: str = PROJECT,
+    extra_statements: tuple[str, ...] = (),
 ) -> str:
-    """Create database ``name`` (``googlesql`` or ``postgresql``) in the test instance;
-    returns its ``spanner://`` URL."""
+    """Create database ``name`` (``googlesql`` or ``postgresql``) in the test instance, with
+    ``extra_statements`` (DDL) applied; returns its ``spanner://`` URL."""
     create_instance(rest_base, project)
     quote = '"' if dialect == "postgresql" else "`"
     operation = _rest(
@@ -129,6 +134,7 @@ def create_database(
         {
             "createStatement": f"CREATE DATABASE {quote}{name}{quote}",
             "databaseDialect": "POSTGRESQL" if dialect == "postgresql" else "GOOGLE_STANDARD_SQL",
+            "extraStatements": list(extra_statements),
         },
     )
     _wait_for_operation(rest_base, operation)
@@ -210,12 +216,22 @@ class SpannerEmulator:
                     ) from None
                 time.sleep(0.05)
 
-    def create_database(self, dialect: str = "googlesql") -> str:
-        """A fresh database's ``spanner://`` URL."""
-        return create_database(self.rest_base, database_name(), dialect)
+    def create_database(
+        self, dialect: str = "googlesql", extra_statements: tuple[str, ...] = ()
+    ) -> str:
+        """A fresh database's ``spanner://`` URL (``extra_statements``: DDL applied to it)."""
+        return create_database(self.rest_base, database_name(), dialect, PROJECT, extra_statements)
 
     def drop_database(self, url: str) -> None:
         drop_database(self.rest_base, url)
+
+    def pause(self) -> None:
+        """Stop the emulator's processes (SIGSTOP): every call waits inside it until
+        ``resume``, as on a database holding a lock."""
+        os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.process.pid, signal.SIGCONT)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -253,8 +269,10 @@ class ExternalEmulator:
         self.host = host
         self.rest_base = rest_base
 
-    def create_database(self, dialect: str = "googlesql") -> str:
-        return create_database(self.rest_base, database_name(), dialect)
+    def create_database(
+        self, dialect: str = "googlesql", extra_statements: tuple[str, ...] = ()
+    ) -> str:
+        return create_database(self.rest_base, database_name(), dialect, PROJECT, extra_statements)
 
     def drop_database(self, url: str) -> None:
         drop_database(self.rest_base, url)
@@ -278,6 +296,11 @@ def find_or_start() -> tuple[SpannerEmulator | ExternalEmulator | None, str]:
         return None, f"the Cloud Spanner emulator did not start: {error}"
 
 
+def running() -> list[SpannerEmulator]:
+    """The emulators this process started and has not stopped."""
+    return list(_live)
+
+
 @atexit.register
 def _stop_leftovers() -> None:
     for emulator in list(_live):
@@ -285,8 +308,6 @@ def _stop_leftovers() -> None:
 
 
 if __name__ == "__main__":
-    import signal
-
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop it as Ctrl-C does
     with SpannerEmulator.start() as running:
         url = running.create_database()

@@ -1,9 +1,10 @@
 """Every SQL statement of seeds 000 and 003, run verbatim through txqueue's SQL layer.
 
-Each test runs once per engine (SQLite, PostgreSQL) and database dialect (GoogleSQL,
-PostgreSQL); a seed text runs where its dialect applies. The texts are copied from the seeds
-exactly, comments included (``test_texts_are_verbatim`` checks that); a block is cut into
-statements with ``txqueue.sql.split_script``, as a client runs them one at a time.
+Each test runs once per engine (SQLite, PostgreSQL, Cloud Spanner on its emulator) and
+database dialect (GoogleSQL, PostgreSQL); a seed text runs where its dialect applies. The
+texts are copied from the seeds exactly, comments included (``test_texts_are_verbatim``
+checks that); a block is cut into statements with ``txqueue.sql.split_script``, as a client
+runs them one at a time.
 """
 
 from __future__ import annotations
@@ -221,7 +222,10 @@ COMBINATIONS = [
     pytest.param(("sqlite", "postgresql"), id="sqlite-postgresql"),
     pytest.param(("postgres", "googlesql"), id="postgres-googlesql", marks=pytest.mark.postgres),
     pytest.param(("postgres", "postgresql"), id="postgres-postgresql", marks=pytest.mark.postgres),
+    # Cloud Spanner on its emulator (a GoogleSQL database; the database's dialect is its own)
+    pytest.param(("spanner", "googlesql"), id="spanner-googlesql"),
 ]
+_URLS = {"sqlite": "sqlite_url", "postgres": "pg_database_url", "spanner": "spanner_url"}
 SHORT = timedelta(seconds=1)
 SLACK = timedelta(minutes=2)
 
@@ -230,7 +234,7 @@ SLACK = timedelta(minutes=2)
 def db(request: pytest.FixtureRequest) -> Iterator[txqueue.Database]:
     """A database of one engine and dialect holding the schema the seeds assume."""
     engine, dialect = request.param
-    url = request.getfixturevalue("sqlite_url" if engine == "sqlite" else "pg_database_url")
+    url = request.getfixturevalue(_URLS[engine])
     database = txqueue.connect(url, dialect=dialect)
     try:
         database.update_ddl(SCHEMA[dialect])

@@ -54,6 +54,10 @@ def is_postgres(url: str) -> bool:
     return url.startswith("postgres")
 
 
+def is_spanner(url: str) -> bool:
+    return url.startswith("spanner://")
+
+
 @dataclass(frozen=True)
 class Names:
     """Table, queue and column names of the shared schema in one dialect."""

@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+import spannerserver
 
 import txqueue
 
-from .support import SKEW, Names, is_postgres, seconds, utcnow
+from .support import SKEW, Names, is_postgres, is_spanner, seconds, utcnow
 
 
 class AsyncEnv:
@@ -121,14 +122,20 @@ async def test_concurrent_receivers_split_messages(aenv: AsyncEnv) -> None:
 class TableLock:
     """Another connection holding the queue's table, so a receive statement waits inside the
     database (SQLite: the write lock, for one 100 ms busy wait at a time; PostgreSQL: an
-    ACCESS EXCLUSIVE lock, for as long as it is held)."""
+    ACCESS EXCLUSIVE lock, for as long as it is held; Spanner's emulator: stopped, as long
+    as it is held)."""
 
     def __init__(self, url: str, table: str) -> None:
         self.url, self.table = url, table
         self._connection: Any = None
 
     def hold(self) -> None:
-        if is_postgres(self.url):
+        if is_spanner(self.url):
+            # The emulator does not make a transaction wait for another's locks (it aborts
+            # one of them): the emulator stopped for a moment stands for a held lock.
+            [self._connection] = spannerserver.running()
+            self._connection.pause()
+        elif is_postgres(self.url):
             import psycopg
 
             self._connection = psycopg.connect(self.url)
@@ -139,7 +146,13 @@ class TableLock:
             self._connection.execute("BEGIN IMMEDIATE")
 
     def release(self) -> None:
-        self._connection.commit() if is_postgres(self.url) else self._connection.execute("COMMIT")
+        if is_spanner(self.url):
+            self._connection.resume()
+            return
+        if is_postgres(self.url):
+            self._connection.commit()
+        else:
+            self._connection.execute("COMMIT")
         self._connection.close()
 
 

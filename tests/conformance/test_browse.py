@@ -14,7 +14,7 @@ import txqueue
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.testing import FakeClock
 
-from .support import Face, default_dialect
+from .support import Face, default_dialect, is_spanner
 
 LEASE = timedelta(seconds=10)
 DDL = {
@@ -163,6 +163,10 @@ def test_a_large_queue_is_estimated(
     from txqueue.drivers.sqlite import browse
 
     monkeypatch.setattr(browse, "COUNT_LIMIT", 100)
+    if is_spanner(database_url):
+        from txqueue.drivers.spanner import browse as spanner_browse
+
+        monkeypatch.setattr(spanner_browse, "COUNT_LIMIT", 100)
     monkeypatch.setattr(_sync_browse, "COUNT_LIMIT", 100)
     monkeypatch.setattr(_async_browse, "COUNT_LIMIT", 100)
     with db.batch() as batch:

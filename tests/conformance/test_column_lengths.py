@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from spannerfixtures import SpannerAppTransaction
 
 import txqueue
 from txqueue.errors import InvalidArgument
 
-from .support import Face, is_postgres
+from .support import Face, is_postgres, is_spanner
 
 DDL = [
     "CREATE TABLE Notes (Id INT64 NOT NULL, Code STRING(3), Tag BYTES(2)) PRIMARY KEY (Id)",
@@ -102,7 +103,19 @@ def test_the_applications_own_connection_is_refused_too(
     db: txqueue.Database, database_url: str
 ) -> None:
     """The constraint is in the table: a write from outside txqueue is refused as well."""
-    if is_postgres(database_url):
+    if is_spanner(database_url):  # Spanner's own column sizes, in Spanner's words
+        from google.api_core.exceptions import GoogleAPICallError
+
+        connection = SpannerAppTransaction(database_url)
+        try:
+            with pytest.raises(GoogleAPICallError, match=r"Q1\.Payload, size: 7, limit: 1\b"):
+                connection.execute("INSERT INTO Q1 (Id, Payload) VALUES (1, :p)", {"p": b"toolong"})
+            connection.rollback()
+            with pytest.raises(GoogleAPICallError, match=r"Notes\.Code, size: 4, limit: 3\b"):
+                connection.execute("INSERT INTO Notes (Id, Code) VALUES (1, 'abcd')", {})
+        finally:
+            connection.close()
+    elif is_postgres(database_url):
         import psycopg
 
         with psycopg.connect(database_url) as connection:
@@ -131,6 +144,10 @@ def test_the_applications_own_connection_is_refused_too(
 def test_the_postgresql_dialect_varchar_length_names_the_column(
     face: Face, database_url: str
 ) -> None:
+    if is_spanner(database_url):  # a GoogleSQL database: PostgreSQL is refused at connect
+        with pytest.raises(InvalidArgument, match="fixed when the database was created"):
+            face.connect(database_url, dialect="postgresql")
+        return
     with face.connect(database_url, dialect="postgresql") as db:
         db.update_ddl(
             [

@@ -1,6 +1,10 @@
 """The dialect record (SPEC §4): written with the first successful update_ddl, never by a
 connect or a failed DDL; a type of the other dialect names the database's dialect and how to
-choose the other. Both engines, both faces."""
+choose the other. Both engines, both faces.
+
+A Cloud Spanner database's dialect is its own, fixed when it was created: there the other
+dialect is refused at connect (InvalidArgument naming both), and nothing changes it.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,14 @@ import pytest
 
 from txqueue.errors import InvalidArgument
 
-from .support import GOOGLESQL_DDL, OTHER_DIALECT, POSTGRESQL_DDL, Face, default_dialect
+from .support import (
+    GOOGLESQL_DDL,
+    OTHER_DIALECT,
+    POSTGRESQL_DDL,
+    Face,
+    default_dialect,
+    is_spanner,
+)
 
 QUICK_START_DDL = [
     "CREATE TABLE IF NOT EXISTS Users (UserId INT64 NOT NULL, UserName STRING(MAX)) PRIMARY KEY (UserId)",
@@ -23,13 +34,19 @@ ANOTHER_TABLE = {
     "googlesql": "CREATE TABLE Others (Id INT64 NOT NULL) PRIMARY KEY (Id)",
     "postgresql": "CREATE TABLE others (id bigint NOT NULL, PRIMARY KEY (id))",
 }
+#: How Spanner refuses the dialect its database was not created in.
+FIXED = "differs from the Cloud Spanner database's recorded dialect"
 
 
 def test_a_connect_records_nothing(face: Face, database_url: str) -> None:
     default = default_dialect(database_url)
     other = OTHER_DIALECT[default]
-    with face.connect(database_url, dialect=other) as db:
-        assert db.dialect == other
+    if is_spanner(database_url):
+        with pytest.raises(InvalidArgument, match=f"{other}.*{FIXED} '{default}'"):
+            face.connect(database_url, dialect=other)
+    else:
+        with face.connect(database_url, dialect=other) as db:
+            assert db.dialect == other
     with face.connect(database_url) as db:  # nothing recorded: the URL's default
         assert db.dialect == default
     with face.connect(database_url, dialect=default) as db:
@@ -37,13 +54,22 @@ def test_a_connect_records_nothing(face: Face, database_url: str) -> None:
 
 
 def test_the_first_successful_update_ddl_records_the_dialect(face: Face, database_url: str) -> None:
-    other = OTHER_DIALECT[default_dialect(database_url)]
+    default = default_dialect(database_url)
+    other = OTHER_DIALECT[default]
+    if is_spanner(database_url):  # recorded when the database was made: DDL changes nothing
+        with face.connect(database_url) as db:
+            db.update_ddl(DDL[default])
+        with face.connect(database_url) as db:
+            assert db.dialect == default
+        with pytest.raises(InvalidArgument, match=FIXED):
+            face.connect(database_url, dialect=other)
+        return
     with face.connect(database_url, dialect=other) as db:
         db.update_ddl(DDL[other])
     with face.connect(database_url) as db:
         assert db.dialect == other
     with pytest.raises(InvalidArgument, match="recorded dialect"):
-        face.connect(database_url, dialect=default_dialect(database_url))
+        face.connect(database_url, dialect=default)
 
 
 def test_a_type_of_the_other_dialect_names_both_and_records_nothing(
@@ -56,6 +82,11 @@ def test_a_type_of_the_other_dialect_names_both_and_records_nothing(
     message = str(caught.value)
     assert f"this database uses the {default} dialect" in message, message
     assert f'dialect="{other}"' in message, message
+    if is_spanner(database_url):  # the failed DDL changed nothing
+        with face.connect(database_url) as db:
+            assert db.dialect == default
+            assert db.queues() == []
+        return
     # The failed DDL recorded nothing: the other dialect is still open to this database.
     with face.connect(database_url, dialect=other) as db:
         db.update_ddl(DDL[other])
@@ -84,14 +115,22 @@ def test_two_connections_racing_to_record_different_dialects(face: Face, databas
     default = default_dialect(database_url)
     other = OTHER_DIALECT[default]
     first = face.connect(database_url)
-    second = face.connect(database_url, dialect=other)
-    try:
-        first.update_ddl(DDL[default])
-        with pytest.raises(InvalidArgument, match="recorded dialect"):
-            second.update_ddl(ANOTHER_TABLE[other])
-    finally:
-        first.close()
-        second.close()
+    if is_spanner(database_url):  # the other dialect never gets a connection
+        try:
+            with pytest.raises(InvalidArgument, match=FIXED):
+                face.connect(database_url, dialect=other)
+            first.update_ddl(DDL[default])
+        finally:
+            first.close()
+    else:
+        second = face.connect(database_url, dialect=other)
+        try:
+            first.update_ddl(DDL[default])
+            with pytest.raises(InvalidArgument, match="recorded dialect"):
+                second.update_ddl(ANOTHER_TABLE[other])
+        finally:
+            first.close()
+            second.close()
     with face.connect(database_url) as db:
         assert db.dialect == default
         assert sorted(t.name.lower() for t in db.queues()) == ["usertasks"]

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 from blocking import shared_loop
+from spannerfixtures import SpannerAppTransaction
 
 from txqueue.errors import AlreadyExists, NotFound
 
-from .support import SKEW, BackgroundReceiver, Env, Face, is_postgres, seconds, utcnow
+from .support import SKEW, BackgroundReceiver, Env, Face, is_postgres, is_spanner, seconds, utcnow
 
 INSERT_TASK = (
     "INSERT INTO usertasks (userid, messageid, payload) VALUES (:userid, :messageid, :payload)"
@@ -46,7 +47,13 @@ class AppConnection:
         self._engine: Any = None
         self._async: Any = None  # the awaitable connection the test's statements go through
         self._loop = shared_loop() if face.is_async else None
-        if kind == "sqlalchemy":
+        self._spanner: SpannerAppTransaction | None = None
+        self._conn: Any = None
+        if is_spanner(url):
+            # On Spanner the application's own connection is a google-cloud-spanner
+            # read-write transaction (both kinds: the driver joins only that).
+            self._spanner = SpannerAppTransaction(url)
+        elif kind == "sqlalchemy":
             import sqlalchemy
             from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -54,7 +61,7 @@ class AppConnection:
             if self._loop is not None and is_postgres(url):
                 self._engine = create_async_engine(sa_url)
                 self._async = self._run(self._engine.connect())
-                self.conn: Any = self._async.sync_connection
+                self.conn = self._async.sync_connection
             else:
                 self._engine = sqlalchemy.create_engine(sa_url)
                 self.conn = self._engine.connect()
@@ -70,11 +77,21 @@ class AppConnection:
             same_thread = self._loop is None
             self.conn = sqlite3.connect(sqlite_path(url), timeout=10, check_same_thread=same_thread)
 
+    @property
+    def conn(self) -> Any:
+        return self._spanner.conn if self._spanner is not None else self._conn
+
+    @conn.setter
+    def conn(self, value: Any) -> None:
+        self._conn = value
+
     def _run(self, awaitable: Any) -> Any:
         assert self._loop is not None
         return self._loop.run(_awaited(awaitable))
 
     def execute(self, sql: str, params: dict[str, Any]) -> int:
+        if self._spanner is not None:
+            return self._spanner.execute(sql, params)
         if self.kind == "sqlalchemy":
             import sqlalchemy
 
@@ -89,18 +106,25 @@ class AppConnection:
         return int(self.conn.execute(statement, params).rowcount)
 
     def commit(self) -> None:
-        if self._async is not None:
+        if self._spanner is not None:
+            self._spanner.commit()
+        elif self._async is not None:
             self._run(self._async.commit())
         else:
             self.conn.commit()
 
     def rollback(self) -> None:
-        if self._async is not None:
+        if self._spanner is not None:
+            self._spanner.rollback()
+        elif self._async is not None:
             self._run(self._async.rollback())
         else:
             self.conn.rollback()
 
     def close(self) -> None:
+        if self._spanner is not None:
+            self._spanner.close()
+            return
         if self._async is not None:
             self._run(self._async.close())
             if self._engine is not None:
@@ -234,7 +258,8 @@ def test_plain_sql_duplicate_insert_is_refused(env: Env, app: AppConnection) -> 
     env.add_users(1)
     env.send(1, "taken")
 
-    with pytest.raises(Exception, match=r"(?i)unique|duplicate|constraint"):
+    # (Spanner's own words: "due to previously existing row")
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate|constraint|previously existing"):
         app.execute(INSERT_TASK, {"userid": 1, "messageid": "taken", "payload": b"again"})
     app.rollback()
 

@@ -22,6 +22,7 @@ from .support import (
     Names,
     default_dialect,
     dialect_name,
+    is_spanner,
     receive_timed,
     seconds,
 )
@@ -263,6 +264,10 @@ def test_reconnecting_with_another_dialect_is_refused(face: Face, database_url: 
 def test_reconnecting_adopts_a_recorded_non_default_dialect(face: Face, database_url: str) -> None:
     default = default_dialect(database_url)
     other = OTHER_DIALECT[default]
+    if is_spanner(database_url):  # a Spanner database's dialect is fixed when it is made
+        with pytest.raises(InvalidArgument, match="fixed when the database was created"):
+            face.connect(database_url, dialect=other)
+        return
     with face.connect(database_url, dialect=other) as db:
         assert db.dialect == other
         db.update_ddl(list(Names.for_dialect(other).ddl))  # the first DDL records it
@@ -283,6 +288,10 @@ def test_unknown_dialect_is_refused_and_records_nothing(face: Face, database_url
 
 def test_non_default_dialect_round_trip(face: Face, database_url: str) -> None:
     other = OTHER_DIALECT[default_dialect(database_url)]
+    if is_spanner(database_url):  # a Spanner database's dialect is fixed when it is made
+        with pytest.raises(InvalidArgument, match="fixed when the database was created"):
+            face.connect(database_url, dialect=other)
+        return
     with face.connect(database_url, dialect=other) as db:
         env = Env(db, database_url, face)
         db.update_ddl(list(env.names.ddl))

@@ -69,6 +69,7 @@ PRELOAD = [
     "psycopg_pool",
     "txqueue.drivers.postgres._sync",
     "txqueue.drivers.sqlite._sync",
+    "txqueue.drivers.spanner._sync",  # google-cloud-spanner: seconds of imports otherwise
     "faults.worker",
 ]
 GATE_OF_POINT = {"receive-commit": "recv", "ack-commit": "commit"}
@@ -266,6 +267,7 @@ class Workers:
             effects=EFFECTS,
             journal=str(self.directory / f"{name}.jsonl"),
             lease=lease,
+            spanner_emulator_host=os.environ.get("SPANNER_EMULATOR_HOST"),
             **options,
         )
 

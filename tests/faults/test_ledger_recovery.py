@@ -9,9 +9,10 @@ same key again. The ledger answers: applied now (True) if the first never commit
 (False) if it did — and the effect exists exactly once either way.
 
 During the COMMIT means, on SQLite, before the COMMIT statement runs (a trace callback blocks
-it: the kill rolls the transaction back); on PostgreSQL, after COMMIT reached the server (a
-deferred test trigger blocks it on an advisory lock the test releases after the kill: the
-transaction commits with no client left to hear it).
+it: the kill rolls the transaction back); on Cloud Spanner, before the client sends its commit
+(the same); on PostgreSQL, after COMMIT reached the server (a deferred test trigger blocks it
+on an advisory lock the test releases after the kill: the transaction commits with no client
+left to hear it).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def test_killed_mid_commit_the_ledger_tells_whether_it_happened(
             if gates is not None:
                 gates.close()
     fault_figures.update(
-        engine="postgres" if is_postgres(database_url) else "sqlite",
+        engine="postgres" if is_postgres(database_url) else database_url.split(":", 1)[0],
         point=point,
         first_attempt_committed=first_committed,
         rerun_applied=applied_now,

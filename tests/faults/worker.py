@@ -9,7 +9,8 @@ the wall time just before the ack ran, which the history checker uses.
 Kill points (``pause_at``; the worker writes ``{"ev": "pause"}`` and blocks until killed):
 
 ``receive-commit``  inside receive's transaction, after the leasing UPDATE and before its
-                    COMMIT. SQLite: a trace callback blocks the COMMIT statement. PostgreSQL
+                    COMMIT. SQLite: a trace callback blocks the COMMIT statement. Cloud Spanner:
+                    a wrapper of the client's commit blocks once it returned. PostgreSQL
                     (receive is one autocommit statement): a test trigger on the queue blocks
                     the UPDATE on an advisory lock the parent holds, chosen by this
                     connection's ``application_name`` ``recv:<lock>``; the parent sees the
@@ -18,8 +19,9 @@ Kill points (``pause_at``; the worker writes ``{"ev": "pause"}`` and blocks unti
 ``handler``         after the message was received and recorded, before any transaction.
 ``effect``          inside the transaction, after the effect row and before the ack.
 ``ack-commit``      during the COMMIT of effect + ack. SQLite: the trace callback blocks the
-                    COMMIT statement. PostgreSQL: a deferred test trigger on the effects table
-                    blocks the COMMIT server-side (``application_name`` ``commit:<lock>``).
+                    COMMIT statement. Cloud Spanner: the commit wrapper blocks before it.
+                    PostgreSQL: a deferred test trigger on the effects table blocks the COMMIT
+                    server-side (``application_name`` ``commit:<lock>``).
 ``after-commit``    after effect + ack committed, before the worker wrote that down.
 
 ``hold_at`` names a point where the worker instead waits for a line on the FIFO
@@ -41,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import txqueue
-from txqueue.errors import FailedPrecondition, NotFound
+from txqueue.errors import Aborted, FailedPrecondition, NotFound
 from txqueue.patterns import process_then_ack, run_once
 
 POINTS = ("receive-commit", "handler", "effect", "ack-commit", "after-commit")
@@ -57,7 +59,7 @@ class WorkerConfig:
     journal: str
     lease: float
     pause_at: str | None = None
-    pause_on: int = 1  # pause while handling the n-th leased message
+    pause_on: int = 1  # pause while handling the n-th leased message (or a later one)
     hold_at: str | None = None
     hold_fifo: str | None = None
     stop_file: str | None = None
@@ -66,6 +68,9 @@ class WorkerConfig:
     # "split": the effect commits in a transaction of its own, the ack in a second one;
     # "unfenced": effect and ack share a transaction, but the ack ignores the lease token.
     sabotage: str | None = None
+    # The Cloud Spanner emulator the test's process uses: the forkserver, started by an earlier
+    # test, may predate its SPANNER_EMULATOR_HOST.
+    spanner_emulator_host: str | None = None
 
 
 class Journal:
@@ -89,7 +94,9 @@ class Gate:
         self.in_ack_transaction = False
 
     def reached(self, point: str) -> None:
-        if self.config.pause_at == point and self.leased == self.config.pause_on:
+        # at the n-th leased message or, when that one never got there (its ack refused,
+        # say), at a later one: a victim that passed its point would never be killed
+        if self.config.pause_at == point and self.leased >= self.config.pause_on:
             self.journal.write("pause", point=point, key=self.key)
             while True:  # until SIGKILL
                 signal.pause()
@@ -135,11 +142,47 @@ def _trace_sqlite_commits(gate: Gate) -> None:
     sqlite3.connect = connect  # type: ignore[assignment]
 
 
+def _trace_spanner_commits(gate: Gate) -> None:
+    """Cloud Spanner: block after a receive's COMMIT returned (the lease is committed for a
+    worker that will never hear of it, as the PostgreSQL gate does), or before the COMMIT of
+    effect + ack (its lease read holds the emulator's one transaction), by wrapping the
+    client's commit."""
+    from google.cloud.spanner_v1.transaction import Transaction
+
+    from txqueue.drivers.spanner import leasing
+
+    leasing_now = threading.local()
+    real_receive = leasing.receive
+    real_commit = Transaction.commit
+
+    def receive(*args: Any, **kwargs: Any) -> Any:
+        messages = real_receive(*args, **kwargs)
+        leasing_now.leased = bool(messages)
+        return messages
+
+    def commit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        leased, leasing_now.leased = getattr(leasing_now, "leased", False), False
+        if gate.in_ack_transaction:
+            gate.reached("ack-commit")
+        result = real_commit(self, *args, **kwargs)
+        if leased:
+            gate.leased += 1
+            gate.key = None
+            gate.reached("receive-commit")
+            gate.leased -= 1  # not reached: the receive path counts it again
+        return result
+
+    leasing.receive = receive  # type: ignore[assignment]
+    Transaction.commit = commit  # type: ignore[method-assign]
+
+
 def main(config: WorkerConfig) -> None:
     journal = Journal(config.journal, config.name)
     gate = Gate(config, journal)
     if config.url.startswith("sqlite"):
         _trace_sqlite_commits(gate)
+    elif config.url.startswith("spanner"):
+        _trace_spanner_commits(gate)
     journal.write("start", pid=os.getpid(), pause_at=config.pause_at, pause_on=config.pause_on)
     lease = timedelta(seconds=config.lease)
     with txqueue.connect(config.url) as db:
@@ -197,7 +240,7 @@ def _handle(
             db.run_in_transaction(unfenced)
         else:
             process_then_ack(db, message, effect)
-    except (FailedPrecondition, NotFound) as error:
+    except (FailedPrecondition, NotFound, Aborted) as error:  # Aborted: retries ran out
         journal.write("ack_failed", key=key, token=message.lease_token, error=type(error).__name__)
     else:
         gate.reached("after-commit")
@@ -212,6 +255,8 @@ def run(config: WorkerConfig, task: str = "queue", argument: str = "") -> None:
     ``task``: "queue" (the queue worker), "run_once" (`run_once_main` with ledger key
     ``argument``) or "commits" (`commit_loop_main`).
     """
+    if config.spanner_emulator_host:
+        os.environ["SPANNER_EMULATOR_HOST"] = config.spanner_emulator_host
     try:
         if task == "queue":
             main(config)
@@ -236,6 +281,8 @@ def run_once_main(config: WorkerConfig, key: str) -> None:
     gate.leased = config.pause_on  # one unit of work, and it is the one to pause in
     if config.url.startswith("sqlite"):
         _trace_sqlite_commits(gate)
+    elif config.url.startswith("spanner"):
+        _trace_spanner_commits(gate)
     with txqueue.connect(config.url) as db:
 
         def effect(txn: txqueue.Transaction) -> None:

@@ -1,13 +1,15 @@
 """The systems a benchmark compares: txqueue's public API, and raw SQL on the same engine.
 
 The raw baselines do the least a correct queue must: one INSERT per send; a receive that
-leases with ``UPDATE … RETURNING`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL); an ack that
-DELETEs. They keep no lease tokens, no redelivery backoff, no wake-ups: they bound what any
+leases with ``UPDATE … RETURNING`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; on Cloud Spanner
+a read of the oldest ready rows and update mutations in one read-write transaction of the
+google-cloud-spanner client); an ack that DELETEs. They keep no lease tokens, no redelivery backoff, no wake-ups: they bound what any
 queue on that engine can reach.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import sqlite3
@@ -18,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 import txqueue
-from txqueue.drivers.engines import POSTGRES, SQLITE, parse_url, traits_for
+from txqueue.drivers.engines import POSTGRES, SPANNER, SQLITE, parse_url, traits_for
 
 QUEUE = "TxqueueBench"
 DDL = "CREATE QUEUE TxqueueBench (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)"
@@ -266,12 +268,112 @@ class RawPostgresSystem(System):
         self.connection.close()
 
 
+class RawSpannerSystem(System):
+    """The raw google-cloud-spanner client: insert mutations, a leasing read-write
+    transaction (read the oldest ready rows, update their ready time), delete mutations."""
+
+    name = "raw-spanner"
+    TABLE = "txqueue_bench_raw"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # as txqueue does: the emulator answers concurrent read-write transactions on
+        # multiplexed sessions with "Transaction not found"
+        os.environ.setdefault("GOOGLE_CLOUD_SPANNER_MULTIPLEXED_SESSIONS_FOR_RW", "false")
+        from google.cloud import spanner
+
+        from txqueue.drivers.spanner.target import check_target
+
+        project, instance, database = check_target(parse_url(url).target)
+        self.client = spanner.Client(project=project)
+        self.database: Any = self.client.instance(instance).database(database)
+
+    def setup(self) -> None:
+        with self.database.snapshot() as snapshot:
+            found = list(
+                snapshot.execute_sql(
+                    "SELECT 1 FROM INFORMATION_SCHEMA.TABLES WHERE table_name = @name",
+                    params={"name": self.TABLE},
+                    param_types={"name": _spanner_types().STRING},
+                )
+            )
+        if not found:
+            self.database.update_ddl(
+                [
+                    f"CREATE TABLE {self.TABLE} (id STRING(32) NOT NULL, payload BYTES(MAX) NOT NULL,"
+                    " ready_at TIMESTAMP NOT NULL DEFAULT (CURRENT_TIMESTAMP()))"
+                    " PRIMARY KEY (id)",
+                    f"CREATE INDEX {self.TABLE}_ready ON {self.TABLE} (ready_at)",
+                ]
+            ).result()
+        self.database.execute_partitioned_dml(f"DELETE FROM {self.TABLE} WHERE true")
+
+    def send(self, payloads: list[bytes], batch: int) -> None:
+        for start in range(0, len(payloads), batch):
+            rows = [
+                (random_key(), base64.b64encode(payload))
+                for payload in payloads[start : start + batch]
+            ]  # ready_at: the column's default, the commit's time
+            self.database.run_in_transaction(
+                lambda t, rows=rows: t.insert(self.TABLE, columns=("id", "payload"), values=rows)
+            )
+
+    def pending(self) -> int:
+        with self.database.snapshot() as snapshot:
+            [[count]] = list(snapshot.execute_sql(f"SELECT COUNT(*) FROM {self.TABLE}"))
+        return int(count)
+
+    def _lease(self, transaction: Any, batch: int) -> list[tuple[str, bytes]]:
+        rows = list(
+            transaction.execute_sql(
+                f"SELECT id, payload, TIMESTAMP_ADD(CURRENT_TIMESTAMP(), INTERVAL 10 SECOND)"
+                f" FROM {self.TABLE}@{{FORCE_INDEX={self.TABLE}_ready}}"
+                " WHERE ready_at <= CURRENT_TIMESTAMP() ORDER BY ready_at LIMIT @n",
+                params={"n": batch},
+                param_types={"n": _spanner_types().INT64},
+            )
+        )
+        if rows:
+            transaction.update(
+                self.TABLE, columns=("id", "ready_at"), values=[(r[0], r[2]) for r in rows]
+            )
+        return [(r[0], base64.b64decode(r[1])) for r in rows]  # the client gives base64
+
+    def drain_loop(
+        self, batch: int, on_message: Callable[[bytes], None], stop: Callable[[], bool]
+    ) -> None:
+        from google.cloud.spanner_v1 import KeySet
+
+        while not stop():
+            rows = self.database.run_in_transaction(self._lease, batch)
+            if not rows:
+                time.sleep(0.002)
+                continue
+            for _, payload in rows:
+                on_message(payload)
+            keys = KeySet(keys=[[key] for key, _ in rows])
+            self.database.run_in_transaction(lambda t, keys=keys: t.delete(self.TABLE, keys))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _spanner_types() -> Any:
+    from google.cloud.spanner_v1 import param_types
+
+    return param_types
+
+
 def make_system(kind: str, url: str, keys: str = "random") -> System:
     """A system by name: ``txqueue`` or ``raw`` (the raw baseline of the URL's engine);
     ``keys`` (random or ordered) are txqueue's message keys (raw SQL numbers its rows)."""
     if kind == "txqueue":
         return TxqueueSystem(url, keys)
-    raw: dict[Any, Callable[[str], System]] = {SQLITE: RawSqliteSystem, POSTGRES: RawPostgresSystem}
+    raw: dict[Any, Callable[[str], System]] = {
+        SQLITE: RawSqliteSystem,
+        POSTGRES: RawPostgresSystem,
+        SPANNER: RawSpannerSystem,
+    }
     return raw[traits_for(url)](url)
 
 

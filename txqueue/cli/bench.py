@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,11 @@ from rich.table import Table
 from txqueue.bench import workloads
 from txqueue.cli.common import database_option, open_database
 from txqueue.core.url import redact_url
+from txqueue.drivers.engines import SPANNER, traits_for
 
 _SYSTEMS = ("raw", "txqueue")
+#: The Cloud Spanner emulator runs one read-write transaction at a time.
+EMULATOR_LABEL = "emulator: correctness only, not a speed figure"
 
 
 @click.command()
@@ -84,6 +88,10 @@ def bench(
     console = Console()
     endpoint = Endpoint() if workload == "events" else None
     report: dict[str, Any] = {"database": redact_url(database), "keys": keys}
+    label = _label(database)
+    if label:
+        report["label"] = label
+        console.print(label)
     if endpoint is not None:
         concurrency = event_workloads.CONCURRENCY
         limit = ceiling(endpoint, max(messages, 500), concurrency)
@@ -106,7 +114,7 @@ def bench(
                     progress.advance()
     if endpoint is not None:
         endpoint.close()
-    console.print(_table(results, database))
+    console.print(_table(results, database, label))
     if output:
         report["results"] = results
         output.write_text(json.dumps(report, indent=1))
@@ -168,8 +176,18 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _table(results: dict[str, dict[str, list[dict[str, Any]]]], url: str) -> Table:
-    table = Table(title=f"txqueue bench on {redact_url(url).split('?')[0]} (medians)")
+def _label(url: str) -> str | None:
+    """What the figures are worth: on the Cloud Spanner emulator, nothing as speed."""
+    if traits_for(url) is SPANNER and os.environ.get("SPANNER_EMULATOR_HOST"):
+        return EMULATOR_LABEL
+    return None
+
+
+def _table(
+    results: dict[str, dict[str, list[dict[str, Any]]]], url: str, label: str | None = None
+) -> Table:
+    title = f"txqueue bench on {redact_url(url).split('?')[0]} (medians)"
+    table = Table(title=f"{title}; {label}" if label else title)
     for column in ("workload", "raw", "txqueue", "txqueue / raw"):
         table.add_column(column, justify="right" if column != "workload" else "left")
     for label, systems in results.items():

@@ -16,11 +16,14 @@ Design (first stage: GoogleSQL databases, queues emulated on tables):
 - **Queues on plain tables** (``statements``): declared columns, ``DeliverTime`` defaulting to
   ``CURRENT_TIMESTAMP()``, hidden ``txqueue_*`` lease columns (Spanner names start with a
   letter), a stored generated ``txqueue_ready = COALESCE(txqueue_ready_at, DeliverTime)``, a
-  ready index on it and a NULL_FILTERED index on the lease token. ``INTERLEAVE IN PARENT … ON
+  stored generated ``txqueue_shard`` (a hash of the key into 8) leading the ready index (no
+  hot spot at the index's end), a NULL_FILTERED index on the lease token and an insert-only
+  change stream ``txqueue_wake_<queue>``. ``INTERLEAVE IN PARENT … ON
   DELETE CASCADE`` is Spanner's own. A lease sets ``txqueue_ready_at`` to its expiration
   plus the redelivery backoff, so "ready" alone says receivable. Tokens carry no locator: the
   token index finds the row.
-- **Receive** is one read-write transaction: a SELECT of the ready rows in ready order (it
+- **Receive** is one read-write transaction: a SELECT of the ready rows in ready order (the
+  oldest of every shard's heads; after an abort, a start shard of its own first; it
   also reads ``CURRENT_TIMESTAMP()``, or binds the pinned time), then update mutations that
   set token, expiration, ready time and delivery count. Read locks make competing receivers
   conflict; the loser is aborted and re-run, so a message is never leased twice. Renew,
@@ -40,6 +43,12 @@ Design (first stage: GoogleSQL databases, queues emulated on tables):
 - **Values.** BYTES cross the client as base64 (raw bytes would be silently mis-stored), JSON
   as text; results are decoded by their own column types (``codec``). Errors map to
   ``txqueue.errors`` with the client's as ``__cause__``.
-- **Wake-ups.** A receiver wakes on this process's commits at once and polls the database
-  otherwise (a change stream per queue is the next stage).
+- **Wake-ups** (``wakeup``). A receiver wakes on this process's commits at once and on
+  others' through the queue's change stream, read in background threads of the driver;
+  polling is the fallback.
+- **Commit outcome** (``outcome``): a commit that writes carries a marker row (one insert
+  mutation); a commit ending in DEADLINE_EXCEEDED / UNAVAILABLE is resolved by inserting the
+  same marker again (AlreadyExists: committed; else Aborted, fenced), never guessed.
+- **Native queues** (``native``, ``?queues=native|emulated|auto``): Spanner's CREATE QUEUE,
+  Send / Ack mutations, RECEIVE_ / RENEWLEASE_; a fenced ack renews its token first.
 """

@@ -1,25 +1,38 @@
-"""Reading Spanner queues without leasing: message browsing in key order (keyset paging)."""
+"""Reading Spanner queues without leasing: message browsing in key order (keyset paging) and
+the counts of a large queue estimated from a sample."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from google.cloud.spanner_v1 import param_types
 
+from txqueue.core.failures import read_history
+from txqueue.core.schema import Table
 from txqueue.drivers.base import BrowseParams
 from txqueue.drivers.browse import string_prefix
+from txqueue.drivers.spanner import leasing
 from txqueue.drivers.spanner.codec import column_type, encode
 from txqueue.drivers.spanner.engine import query
 from txqueue.drivers.spanner.statements import (
     DELIVERY_COUNT,
     LAST_ERROR,
+    LAST_FAILURE,
     LEASE_EXPIRATION,
     READY,
+    hidden_indexes,
+    now_expression,
     quote,
 )
 from txqueue.models import StoredMessage
 
-__all__ = ["list_messages"]
+__all__ = ["COUNT_LIMIT", "estimate_counts", "list_messages"]
+
+#: Counts over more rows than this are estimated (``estimate_counts``).
+COUNT_LIMIT = 100_000
+#: About how many rows a sample of a queue of ``COUNT_LIMIT`` rows holds.
+SAMPLE_ROWS = 2_000
 
 _STATES = ("ready", "leased", "scheduled")
 
@@ -40,6 +53,7 @@ def list_messages(snapshot: Any, params: BrowseParams, deliver: str) -> list[Sto
             DELIVERY_COUNT,
             LAST_ERROR,
             state,
+            LAST_FAILURE,
         ]
     )
     values: dict[str, Any] = {"now": params.now, "limit": params.limit}
@@ -77,16 +91,70 @@ def list_messages(snapshot: Any, params: BrowseParams, deliver: str) -> list[Sto
         types,
     )
     width = len(keys)
-    return [
-        StoredMessage(
-            queue=table.name,
-            key=tuple(row[:width]),
-            payload=row[width],
-            deliver_time=row[width + 1],
-            state=_STATES[row[width + 5]],
-            lease_expiration=row[width + 2] if row[width + 5] == 1 else None,
-            delivery_count=row[width + 3],
-            last_error=row[width + 4],
+    messages = []
+    for row in rows:
+        last_error, failures = read_history(row[width + 4], row[width + 3], row[width + 6])
+        messages.append(
+            StoredMessage(
+                queue=table.name,
+                key=tuple(row[:width]),
+                payload=row[width],
+                deliver_time=row[width + 1],
+                state=_STATES[row[width + 5]],
+                lease_expiration=row[width + 2] if row[width + 5] == 1 else None,
+                delivery_count=row[width + 3],
+                last_error=last_error,
+                failures=failures,
+            )
         )
-        for row in rows
-    ]
+    return messages
+
+
+def estimate_counts(
+    snapshot: Any, table: Table, deliver: str, now: datetime | None
+) -> dict[str, Any]:
+    """Exact counts (``leasing.counts``) for a queue of at most ``COUNT_LIMIT`` messages.
+
+    A larger queue is sampled (``TABLESAMPLE BERNOULLI``: each row with the same chance,
+    its state counts scaled back up); the oldest ready age is that of the message at the
+    head of the ready index. Dead letters are counted exactly (a range of their key).
+    """
+    name = quote(table.name)
+    now_sql = now_expression()
+    _, rows = query(
+        snapshot,
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {name} LIMIT @limit)",
+        {"limit": COUNT_LIMIT + 1},
+    )
+    if int(rows[0][0]) <= COUNT_LIMIT:
+        counts = leasing.counts(snapshot, table, deliver, now)
+        counts["estimated"] = False
+        return counts
+    percent = min(100.0, 100.0 * SAMPLE_ROWS / COUNT_LIMIT)
+    expired = f"({LEASE_EXPIRATION} IS NULL OR {LEASE_EXPIRATION} <= {now_sql})"
+    _, sampled = query(
+        snapshot,
+        f"SELECT COUNTIF({READY} <= {now_sql} AND {expired}),"
+        f" COUNTIF({LEASE_EXPIRATION} > {now_sql}), COUNTIF({READY} > {now_sql} AND {expired})"
+        f" FROM {name} TABLESAMPLE BERNOULLI ({percent:.6f} PERCENT)",
+        {"now": now},
+        {"now": param_types.TIMESTAMP},
+    )
+    ready, leased, scheduled = (round(int(n or 0) * 100.0 / percent) for n in sampled[0])
+    ready_index, _ = hidden_indexes(table)
+    _, head = query(
+        snapshot,
+        f"SELECT {quote(deliver)}, {now_sql} FROM {name}@{{FORCE_INDEX={quote(ready_index)}}}"
+        f" WHERE {READY} <= {now_sql} AND {expired} ORDER BY {READY} LIMIT 1",
+        {"now": now},
+        {"now": param_types.TIMESTAMP},
+    )
+    return {
+        "ready": ready,
+        "leased": leased,
+        "scheduled": scheduled,
+        "oldest_ready_age_seconds": (head[0][1] - head[0][0]) / timedelta(seconds=1)
+        if head
+        else None,
+        "estimated": True,
+    }

@@ -17,6 +17,7 @@ from typing import Any
 from google.cloud.spanner_v1 import KeySet, param_types
 
 from txqueue.core.schema import (
+    AddColumn,
     Catalog,
     CreateIndex,
     CreateTable,
@@ -24,30 +25,38 @@ from txqueue.core.schema import (
     Dialect,
     DropIndex,
     DropTable,
+    Table,
     catalog_from_rows,
-    check_dialect,
 )
+from txqueue.drivers.base import PauseParams
+from txqueue.drivers.spanner import native
 from txqueue.drivers.spanner.codec import map_errors
 from txqueue.drivers.spanner.engine import SpannerDatabase, query
 from txqueue.drivers.spanner.statements import (
     CATALOG,
     CATALOG_TABLES,
+    add_column,
     create_index,
     create_table,
     drop_table,
     hidden_indexes,
     quote,
+    wake_stream,
 )
-from txqueue.errors import FailedPrecondition, TxqueueError
+from txqueue.errors import FailedPrecondition, InvalidArgument, TxqueueError
 
-__all__ = ["apply_ddl", "initialize", "load_catalog"]
+__all__ = ["apply_ddl", "initialize", "is_paused", "load_catalog", "set_paused"]
 
 
 def initialize(database: SpannerDatabase, wanted: Dialect | None) -> Dialect:
     """Check the database's own dialect against ``wanted`` and create the catalog if missing."""
     database.ensure_exists(wanted)
     dialect = database.dialect()
-    check_dialect(wanted, dialect)
+    if wanted is not None and wanted is not dialect:
+        raise InvalidArgument(
+            f"dialect {wanted.value!r} differs from the Cloud Spanner database's recorded "
+            f"dialect {dialect.value!r} (its own, fixed when the database was created)"
+        )
     if dialect is Dialect.POSTGRESQL:
         raise FailedPrecondition(
             f"{database.database.name} is a PostgreSQL-dialect database: txqueue's Spanner "
@@ -92,8 +101,14 @@ def load_catalog(reader: Any) -> Catalog:
     return catalog_from_rows(rows)
 
 
-def apply_ddl(database: SpannerDatabase, statements: Sequence[DdlStatement], deliver: str) -> None:
-    """Apply checked statements as one schema change and record them in the catalog."""
+def apply_ddl(
+    database: SpannerDatabase,
+    statements: Sequence[DdlStatement],
+    deliver: str,
+    native_queues: bool = False,
+) -> None:
+    """Apply checked statements as one schema change and record them in the catalog
+    (queues as Spanner's own ``CREATE QUEUE`` when ``native_queues``: ``native.py``)."""
     tables, indexes = database.read(load_catalog)
     ddl: list[str] = []
     puts: list[tuple[str, str, str]] = []
@@ -101,15 +116,20 @@ def apply_ddl(database: SpannerDatabase, statements: Sequence[DdlStatement], del
     dropped_tables: list[str] = []
     created_tables: list[str] = []
     created_indexes: list[str] = []
+    created_streams: list[str] = []
     for statement in statements:
         if isinstance(statement, CreateTable):
             table = statement.table
             if statement.if_not_exists and table.name.lower() in tables:
                 continue
-            ddl += create_table(table, deliver)
+            if native_queues and table.is_queue:
+                ddl.append(native.create_queue(table))
+            else:
+                ddl += create_table(table, deliver)
             created_tables.append(table.name)
-            if table.is_queue:
+            if table.is_queue and not native_queues:
                 created_indexes += hidden_indexes(table)
+                created_streams.append(wake_stream(table))
             kind = "queue" if table.is_queue else "table"
             puts.append((table.name.lower(), kind, json.dumps(table.to_json())))
             tables[table.name.lower()] = table
@@ -118,7 +138,10 @@ def apply_ddl(database: SpannerDatabase, statements: Sequence[DdlStatement], del
             if dropped is None:
                 continue
             own = [i for i in indexes.values() if i.table.lower() == dropped.name.lower()]
-            ddl += drop_table(dropped, [i.name for i in own])
+            if native_queues and dropped.is_queue:
+                ddl += native.drop_queue(dropped, [i.name for i in own])
+            else:
+                ddl += drop_table(dropped, [i.name for i in own])
             deletes += [dropped.name.lower(), *(i.name.lower() for i in own)]
             dropped_tables.append(dropped.name.lower())
             for index in own:
@@ -131,6 +154,14 @@ def apply_ddl(database: SpannerDatabase, statements: Sequence[DdlStatement], del
             created_indexes.append(index.name)
             puts.append((index.name.lower(), "index", json.dumps(index.to_json())))
             indexes[index.name.lower()] = index
+        elif isinstance(statement, AddColumn):
+            widened = tables.get(statement.table.lower())
+            if widened is None or widened.has_column(statement.column.name):
+                continue
+            ddl.append(add_column(widened, statement.column))
+            widened = tables[widened.name.lower()] = widened.with_column(statement.column)
+            kind = "queue" if widened.is_queue else "table"
+            puts.append((widened.name.lower(), kind, json.dumps(widened.to_json())))
         elif isinstance(statement, DropIndex):
             existing = indexes.pop(statement.name.lower(), None)
             if existing is None:
@@ -139,12 +170,31 @@ def apply_ddl(database: SpannerDatabase, statements: Sequence[DdlStatement], del
             deletes.append(existing.name.lower())
     if not ddl:
         return
+    # txqueue's own tables (CREATE ... if missing) may be made by another process at the same
+    # moment: its change wins, ours fails, and what it made is kept (it records it too).
+    if_missing = all(
+        isinstance(s, (CreateTable, CreateIndex)) and s.if_not_exists for s in statements
+    )
     try:
         database.update_ddl(ddl)
     except TxqueueError:
-        _undo(database, created_tables, created_indexes)
-        raise
+        if not (
+            if_missing and _present(database, created_tables, created_indexes, created_streams)
+        ):
+            _undo(database, created_tables, created_indexes, created_streams)
+            raise
     database.read_write(_record, puts, deletes, dropped_tables)
+
+
+def _present(
+    database: SpannerDatabase, tables: list[str], indexes: list[str], streams: list[str]
+) -> bool:
+    """Whether every one of these tables, indexes and change streams exists."""
+    return (
+        not _missing_tables(database, tables)
+        and set(indexes) <= _existing_indexes(database, indexes)
+        and set(streams) <= _existing_streams(database, streams)
+    )
 
 
 def _record(
@@ -162,17 +212,55 @@ def _record(
             )
     if dropped:
         with map_errors():
-            transaction.execute_update(
-                "DELETE FROM txqueue_dead_letters WHERE queue IN UNNEST(@queues)",
-                params={"queues": dropped},
-                param_types={"queues": param_types.Array(param_types.STRING)},
-            )
+            for forgotten in ("txqueue_dead_letters", "txqueue_paused"):
+                transaction.execute_update(
+                    f"DELETE FROM {forgotten} WHERE queue IN UNNEST(@queues)",
+                    params={"queues": dropped},
+                    param_types={"queues": param_types.Array(param_types.STRING)},
+                )
 
 
-def _undo(database: SpannerDatabase, tables: list[str], indexes: list[str]) -> None:
-    """Drop what a failed schema change created before it failed (indexes first)."""
+def set_paused(transaction: Any, params: PauseParams) -> None:
+    """Pause or resume a queue: write or delete its row of ``txqueue_paused`` (idempotent)."""
+    name = params.queue.name.lower()
+    with map_errors():
+        if params.paused:
+            transaction.insert_or_update("txqueue_paused", columns=("queue",), values=[(name,)])
+        else:
+            transaction.delete("txqueue_paused", KeySet(keys=[[name]]))
+
+
+def is_paused(snapshot: Any, queue: Table) -> bool:
+    """Whether ``queue`` has a row in ``txqueue_paused``."""
+    _, rows = query(
+        snapshot,
+        "SELECT 1 FROM txqueue_paused WHERE queue = @queue",
+        {"queue": queue.name.lower()},
+        {"queue": param_types.STRING},
+    )
+    return bool(rows)
+
+
+def _existing_streams(database: SpannerDatabase, names: Sequence[str]) -> set[str]:
+    _, rows = database.read(
+        query,
+        "SELECT change_stream_name FROM INFORMATION_SCHEMA.CHANGE_STREAMS"
+        " WHERE change_stream_name IN UNNEST(@names)",
+        {"names": list(names)},
+        {"names": param_types.Array(param_types.STRING)},
+    )
+    return {row[0] for row in rows}
+
+
+def _undo(
+    database: SpannerDatabase, tables: list[str], indexes: list[str], streams: list[str]
+) -> None:
+    """Drop what a failed schema change created before it failed (tables last)."""
     existing = _existing_indexes(database, indexes)
     undo = [f"DROP INDEX {quote(n)}" for n in reversed(indexes) if n in existing]
+    if streams:
+        present_streams = _existing_streams(database, streams)
+        undo += [f"DROP CHANGE STREAM {quote(n)}" for n in streams if n in present_streams]
     present = set(tables) - _missing_tables(database, tables)
     undo += [f"DROP TABLE {quote(n)}" for n in reversed(tables) if n in present]
     if undo:

@@ -10,8 +10,14 @@ from typing import Any
 from google.cloud.spanner_v1 import KeySet, param_types
 
 from txqueue.core.codec import dump_key, dump_payload, load_key, load_payload
+from txqueue.core.failures import record_failure
 from txqueue.core.schema import Table
-from txqueue.drivers.base import DeadLetterParams, lease_lost, message_missing
+from txqueue.drivers.base import (
+    DeadLetterParams,
+    dead_letter_record,
+    lease_lost,
+    message_missing,
+)
 from txqueue.drivers.spanner.codec import encode, encode_key, key_params, map_errors
 from txqueue.drivers.spanner.engine import current_time, query
 from txqueue.drivers.spanner.statements import queue_statements
@@ -30,7 +36,7 @@ def dead_letter(transaction: Any, params: DeadLetterParams, deliver: str) -> Non
     _, rows = query(transaction, queue_statements(table, deliver).dead_letter, values, types)
     if not rows:
         raise message_missing(table, params.key)
-    payload, attempts, first, token, expiration = rows[0]
+    payload, attempts, first, token, expiration, stored = rows[0]
     if token != params.lease_token or expiration is None or expiration <= now:
         raise lease_lost(table, params.key)
     record = (
@@ -38,7 +44,7 @@ def dead_letter(transaction: Any, params: DeadLetterParams, deliver: str) -> Non
         dump_key(table, params.key),
         dump_payload(table, payload),
         attempts,
-        params.error,
+        record_failure(stored, params.error, params.failure, attempts, now),
         first if first is not None else now,
         now,
     )
@@ -55,16 +61,10 @@ def dead_letters(snapshot: Any, table: Table, limit: int) -> list[DeadLetter]:
         {"queue": table.name.lower(), "limit": limit},
     )
     return [
-        DeadLetter(
-            queue=table.name,
-            key=load_key(table, key),
-            payload=load_payload(table, payload),
-            attempts=attempts,
-            last_error=error,
-            first_failure=first,
-            last_failure=last,
+        dead_letter_record(
+            table, load_key(table, key), load_payload(table, payload), attempts, stored, first, last
         )
-        for key, payload, attempts, error, first, last in rows
+        for key, payload, attempts, stored, first, last in rows
     ]
 
 
@@ -150,7 +150,7 @@ def expire_ledger(transaction: Any, retention: timedelta) -> int:
     with map_errors():
         return int(
             transaction.execute_update(
-                "DELETE FROM txqueue_ledger WHERE recorded_at < @cutoff",
+                "DELETE FROM txqueue_ledger WHERE recorded_at <= @cutoff",
                 params={"cutoff": cutoff},
                 param_types={"cutoff": param_types.TIMESTAMP},
             )

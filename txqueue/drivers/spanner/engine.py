@@ -22,8 +22,10 @@ from typing import Any, TypeVar
 from google.api_core import exceptions as api
 
 from txqueue.core.schema import Dialect
+from txqueue.drivers.spanner import outcome
 from txqueue.drivers.spanner.codec import decode_row, encode_params, map_errors
 from txqueue.drivers.spanner.target import check_target
+from txqueue.drivers.spanner.turns import turns_for
 from txqueue.errors import Aborted, TxqueueError
 
 __all__ = ["SpannerDatabase", "current_time", "query", "rollback"]
@@ -38,6 +40,10 @@ SESSION_IDLE_LIMIT = 30 * 60
 #: Read-write transactions on multiplexed sessions make the emulator answer "Transaction not
 #: found" under concurrency; on pooled sessions the same conflicts are clean ``Aborted``.
 MULTIPLEXED_FOR_RW = "GOOGLE_CLOUD_SPANNER_MULTIPLEXED_SESSIONS_FOR_RW"
+#: How long a schema change the emulator refuses (another one runs, or a read-write
+#: transaction is open) is tried again.
+DDL_WAIT = 30.0
+_REFUSED_DDL = "Schema change operation rejected because a concurrent schema change"
 
 
 def query(
@@ -66,6 +72,7 @@ class SpannerDatabase:
 
         self.project, self.instance_id, self.database_id = check_target(target)
         self.emulated = bool(os.environ.get("SPANNER_EMULATOR_HOST"))
+        self.turns = turns_for(self.emulated)  # read-write transactions take turns (turns.py)
         with map_errors():
             self.client = spanner.Client(project=self.project)
             self.instance = self.client.instance(self.instance_id)
@@ -120,9 +127,11 @@ class SpannerDatabase:
 
     # ---- transactions ------------------------------------------------------------------
 
-    def read_write(self, function: Callable[..., T], *args: Any) -> T:
+    def read_write(self, function: Callable[..., T], *args: Any, marked: bool = True) -> T:
         """Run ``function(transaction, *args)`` in a read-write transaction of txqueue's own
-        and commit; re-run it when Spanner aborts it, roll it back on any other error."""
+        and commit; re-run it when Spanner aborts it, roll it back on any other error.
+        A commit that writes carries a commit marker unless ``marked`` is false (the
+        resolver's own): an unknown outcome is resolved (``outcome``)."""
         attempt = 0
         while True:
             attempt += 1
@@ -133,8 +142,11 @@ class SpannerDatabase:
                 with map_errors():
                     transaction.begin()
                 result = function(transaction, *args)
-                with map_errors():
-                    transaction.commit()
+                if marked:
+                    outcome.commit(self, transaction)
+                else:
+                    with map_errors():
+                        transaction.commit()
                 return result
             except Aborted:
                 rollback(transaction)
@@ -171,9 +183,23 @@ class SpannerDatabase:
             self.release(session, healthy)
 
     def update_ddl(self, statements: Sequence[str]) -> None:
-        """Apply DDL statements in one schema change and wait for it."""
-        with map_errors():
-            self.database.update_ddl(list(statements)).result()
+        """Apply DDL statements in one schema change and wait for it. The emulator refuses a
+        schema change while another runs or a read-write transaction is open (of any
+        process), having applied nothing: it is tried again, for up to ``DDL_WAIT``."""
+        deadline = time.monotonic() + DDL_WAIT
+        pause = 0.01
+        while True:
+            try:
+                with map_errors():
+                    self.database.update_ddl(list(statements)).result()
+                return
+            except TxqueueError as error:
+                if not (self.emulated and _REFUSED_DDL in str(error)):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause * random.uniform(0.5, 1.5))
+            pause = min(pause * 2, 0.5)
 
     # ---- the database itself -----------------------------------------------------------
 

@@ -6,16 +6,27 @@ rows it read. Spanner's read locks make two receivers that read the same rows co
 commits, the other is aborted and re-run, so no message is ever leased twice. (An ``UPDATE
 … WHERE key IN (SELECT … LIMIT n) THEN RETURN`` would be one statement, but the emulator
 fails it intermittently when the subquery reads a generated column.)
+
+The ready index is sharded (``statements.SHARDS``). A receive's first attempt reads the
+heads of every shard and leases the oldest, so one receiver gets the oldest ready messages
+first. When competing receivers abort it (they read the same heads), the re-run reads a
+start shard of its own, chosen at random, and only when that one is short the other shards'
+heads, so that receivers spread over the shards instead of aborting each other again (and a
+re-run is two queries at most); within a shard it is still oldest first, across shards it is
+best effort.
 """
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from google.cloud.spanner_v1 import param_types
 
 from txqueue.core.durations import to_micros
+from txqueue.core.failures import record_failure
 from txqueue.core.leases import new_stored_token, redelivery_backoff, token_expiration_micros
 from txqueue.core.schema import Table
 from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams
@@ -29,12 +40,13 @@ from txqueue.drivers.spanner.statements import (
     LEASE_EXPIRATION,
     LEASE_TOKEN,
     READY_AT,
+    SHARDS,
     queue_statements,
 )
 from txqueue.models import LeaseRenewal, Message, new_message
 from txqueue.telemetry import remember
 
-__all__ = ["counts", "next_ready", "receive", "release", "renew"]
+__all__ = ["ShardWalk", "counts", "next_ready", "receive", "release", "renew"]
 
 _NOW = {"now": param_types.TIMESTAMP}
 
@@ -44,16 +56,40 @@ def _truncated(moment: datetime) -> datetime:
     return utc(moment)
 
 
-def receive(transaction: Any, params: ReceiveParams, deliver: str) -> list[Message]:
+@dataclass
+class ShardWalk:
+    """How one receive reads the ready index: its start shard and attempts so far (the
+    transaction runner re-runs ``receive`` with the same walk when Spanner aborts it)."""
+
+    start: int = field(default_factory=lambda: random.randrange(SHARDS))
+    attempts: int = 0
+
+
+def _ready_rows(
+    transaction: Any, params: ReceiveParams, deliver: str, walk: ShardWalk
+) -> list[tuple[Any, ...]]:
+    """Up to ``max_batch_size`` ready rows: the oldest of every shard's heads on the first
+    attempt, else the walk's start shard first, then the oldest of the others' heads."""
+    statements = queue_statements(params.queue, deliver)
+    walk.attempts += 1
+    wanted = params.max_batch_size
+    if walk.attempts == 1:
+        values = {"now": params.now, "limit": wanted, "skip": -1}
+        return query(transaction, statements.receive, values, _NOW)[1]
+    values = {"now": params.now, "limit": wanted, "shard": walk.start}
+    rows = query(transaction, statements.receive_shard, values, _NOW)[1]
+    if len(rows) < wanted:
+        values = {"now": params.now, "limit": wanted - len(rows), "skip": walk.start}
+        rows += query(transaction, statements.receive, values, _NOW)[1]
+    return rows
+
+
+def receive(
+    transaction: Any, params: ReceiveParams, deliver: str, walk: ShardWalk | None = None
+) -> list[Message]:
     """Lease up to ``max_batch_size`` ready messages (the caller commits)."""
     table = params.queue
-    statements = queue_statements(table, deliver)
-    _, rows = query(
-        transaction,
-        statements.receive,
-        {"now": params.now, "limit": params.max_batch_size},
-        _NOW,
-    )
+    rows = _ready_rows(transaction, params, deliver, walk or ShardWalk())
     if not rows:
         return []
     width = len(table.primary_key)
@@ -81,7 +117,8 @@ def receive(transaction: Any, params: ReceiveParams, deliver: str) -> list[Messa
 def _live_leases(
     transaction: Any, table: Table, deliver: str, tokens: list[str], now: datetime
 ) -> dict[str, tuple[Any, ...]]:
-    """The rows whose live lease ``tokens`` name, by token: key, token, count, first failure."""
+    """The rows whose live lease ``tokens`` name, by token: key, token, count, first failure,
+    failure history."""
     if not tokens:
         return {}
     _, rows = query(
@@ -145,7 +182,9 @@ def release(transaction: Any, params: ReleaseParams, deliver: str) -> int:
         values = [*encode_key(table, row[:width]), None, None, ready_at]
         if params.error is not None:
             first = row[width + 2] if row[width + 2] is not None else now
-            values += [params.error, first, now]
+            count = int(row[width + 1])
+            history = record_failure(row[width + 3], params.error, params.failure, count, now)
+            values += [history, first, now]
         updates.append(values)
     if params.error is not None:
         columns += (LAST_ERROR, FIRST_FAILURE, LAST_FAILURE)

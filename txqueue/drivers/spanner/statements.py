@@ -3,9 +3,11 @@
 A queue is emulated on a plain table (the emulator, and databases without native queues):
 the declared columns, ``DeliverTime`` defaulting to the commit's ``CURRENT_TIMESTAMP()``, the
 hidden lease state below, a stored generated ``txqueue_ready`` column (when the message is
-receivable: ``COALESCE(txqueue_ready_at, DeliverTime)``), an index on it that receives read
-in order, and a NULL_FILTERED index on the lease token that renew, release and ack find a
-lease by. Names are validated and always quoted with backticks; values are always bound
+receivable: ``COALESCE(txqueue_ready_at, DeliverTime)``), a stored generated shard column (a
+hash of the primary key into ``SHARDS`` values) leading the ready index, so that sends spread
+over ``SHARDS`` key ranges instead of all landing at the end of one (Spanner's hot spot of a
+monotonically increasing index key), a NULL_FILTERED index on the lease token that renew,
+release and ack find a lease by, and an insert-only change stream that wakes receivers. Names are validated and always quoted with backticks; values are always bound
 parameters (``@name``).
 """
 
@@ -28,15 +30,20 @@ __all__ = [
     "LEASE_TOKEN",
     "READY",
     "READY_AT",
+    "SHARD",
+    "SHARDS",
     "TRACE_CONTEXT",
     "QueueStatements",
+    "add_column",
     "create_index",
     "create_table",
     "drop_table",
     "hidden_indexes",
+    "hidden_objects",
     "queue_statements",
     "quote",
     "spanner_type",
+    "wake_stream",
 ]
 
 # Hidden columns of a queue table. Spanner names start with a letter, so they carry the
@@ -51,8 +58,21 @@ LAST_FAILURE = "txqueue_last_failure"
 TRACE_CONTEXT = "txqueue_trace_context"
 #: Stored generated: when the message is receivable (its release or backoff, else DeliverTime).
 READY = "txqueue_ready"
+#: Stored generated: the message's shard of the ready index (a hash of its primary key).
+SHARD = "txqueue_shard"
+#: Shards of a queue's ready index. Eight spreads sends over eight key ranges (splits) while
+#: a receive's first read stays eight short range reads; fixed, because changing it would
+#: rewrite every stored row of every queue.
+SHARDS = 8
 
-CATALOG_TABLES = ("txqueue_settings", "txqueue_objects", "txqueue_dead_letters", "txqueue_ledger")
+CATALOG_TABLES = (
+    "txqueue_settings",
+    "txqueue_objects",
+    "txqueue_dead_letters",
+    "txqueue_ledger",
+    "txqueue_paused",
+    "txqueue_commits",
+)
 CATALOG = (
     "CREATE TABLE txqueue_settings (name STRING(MAX) NOT NULL, value STRING(MAX) NOT NULL)"
     " PRIMARY KEY (name)",
@@ -64,6 +84,13 @@ CATALOG = (
     " PRIMARY KEY (queue, key)",
     "CREATE TABLE txqueue_ledger (key STRING(MAX) NOT NULL, recorded_at TIMESTAMP NOT NULL"
     " OPTIONS (allow_commit_timestamp = true)) PRIMARY KEY (key)",
+    # One row per paused queue (lower-cased name): its receives lease nothing.
+    "CREATE TABLE txqueue_paused (queue STRING(MAX) NOT NULL) PRIMARY KEY (queue)",
+    # Commit markers and the resolver's fences (drivers/spanner/outcome.py); Spanner's row
+    # deletion policy forgets them a day after their commit.
+    "CREATE TABLE txqueue_commits (id STRING(36) NOT NULL, committed_at TIMESTAMP NOT NULL"
+    " OPTIONS (allow_commit_timestamp = true), resolved BOOL) PRIMARY KEY (id),"
+    " ROW DELETION POLICY (OLDER_THAN(committed_at, INTERVAL 1 DAY))",
 )
 
 _TYPES = {
@@ -102,6 +129,40 @@ def hidden_indexes(table: Table) -> tuple[str, str]:
     return f"txqueue_ready_{table.name}", f"txqueue_lease_{table.name}"
 
 
+def wake_stream(table: Table) -> str:
+    """The name of a queue's insert-only change stream (``drivers/spanner/wakeup.py``)."""
+    return f"txqueue_wake_{table.name}"
+
+
+def hidden_objects(table: Table) -> list[tuple[str, str]]:
+    """A queue's hidden schema objects as (kind, name), in creation order."""
+    ready, lease = hidden_indexes(table)
+    return [("INDEX", ready), ("INDEX", lease), ("CHANGE STREAM", wake_stream(table))]
+
+
+def _key_text(column: Column) -> str:
+    """A key column as deterministic text, for the shard's hash (NULL as empty)."""
+    name = quote(column.name)
+    text = {
+        ColumnType.STRING: name,
+        ColumnType.BYTES: f"TO_BASE64({name})",
+        ColumnType.TIMESTAMP: f"CAST(UNIX_MICROS({name}) AS STRING)",
+        ColumnType.DATE: f"CAST(UNIX_DATE({name}) AS STRING)",
+    }.get(column.type, f"CAST({name} AS STRING)")
+    return f"IFNULL({text}, '')"
+
+
+def shard_expression(table: Table) -> str:
+    """The shard of a row, 0 to SHARDS - 1, from its primary key (MOD first: no overflow)."""
+    parts = ", '/', ".join(_key_text(c) for c in table.key_columns)
+    return f"ABS(MOD(FARM_FINGERPRINT(CONCAT({parts})), {SHARDS}))"
+
+
+def add_column(table: Table, column: Column) -> str:
+    """ALTER TABLE … ADD COLUMN for a nullable column."""
+    return f"ALTER TABLE {quote(table.name)} ADD COLUMN {_column(column)}"
+
+
 def create_table(table: Table, deliver_time: str) -> list[str]:
     """CREATE TABLE (and, for a queue, its hidden state and indexes) for ``table``."""
     parts = [_column(c) for c in table.columns]
@@ -117,6 +178,7 @@ def create_table(table: Table, deliver_time: str) -> list[str]:
             f"{LAST_FAILURE} TIMESTAMP",
             f"{TRACE_CONTEXT} STRING(MAX)",
             f"{READY} TIMESTAMP AS (COALESCE({READY_AT}, {quote(deliver_time)})) STORED",
+            f"{SHARD} INT64 AS ({shard_expression(table)}) STORED",
         ]
     keys = ", ".join(quote(k) for k in table.primary_key)
     sql = f"CREATE TABLE {quote(table.name)} ({', '.join(parts)}) PRIMARY KEY ({keys})"
@@ -127,18 +189,23 @@ def create_table(table: Table, deliver_time: str) -> list[str]:
     if table.is_queue:
         ready, lease = hidden_indexes(table)
         statements += [
-            f"CREATE INDEX {quote(ready)} ON {quote(table.name)} ({READY})",
+            f"CREATE INDEX {quote(ready)} ON {quote(table.name)} ({SHARD}, {READY})",
             f"CREATE NULL_FILTERED INDEX {quote(lease)} ON {quote(table.name)} ({LEASE_TOKEN})",
+            # keys only, inserts only: a receiver needs to know that something was sent
+            f"CREATE CHANGE STREAM {quote(wake_stream(table))} FOR {quote(table.name)}()"
+            " OPTIONS (exclude_update = true, exclude_delete = true)",
         ]
     return statements
 
 
 def drop_table(table: Table, indexes: list[str]) -> list[str]:
-    """DROP the user ``indexes`` on ``table``, its hidden indexes, then the table."""
-    own = list(hidden_indexes(table)) if table.is_queue else []
-    return [f"DROP INDEX {quote(name)}" for name in [*indexes, *own]] + [
-        f"DROP TABLE {quote(table.name)}"
-    ]
+    """DROP the user ``indexes`` on ``table``, its hidden objects, then the table."""
+    own = hidden_objects(table) if table.is_queue else []
+    return (
+        [f"DROP INDEX {quote(name)}" for name in indexes]
+        + [f"DROP {kind} {quote(name)}" for kind, name in own]
+        + [f"DROP TABLE {quote(table.name)}"]
+    )
 
 
 def create_index(index: Index) -> str:
@@ -150,8 +217,11 @@ def create_index(index: Index) -> str:
 class QueueStatements:
     """The queries of one queue table (writes are mutations, built by the driver)."""
 
-    #: the ready messages, oldest first, and the statement's own time (@now or the clock's)
+    #: the ready messages, oldest first, and the statement's own time (@now or the clock's):
+    #: the oldest of the heads of every shard but @skip
     receive: str
+    #: the same from one shard (@shard)
+    receive_shard: str
     #: the live leases named by @tokens, with each row's key and delivery count
     leases: str
     #: one message by key (@k0, @k1, ...) with its lease
@@ -161,6 +231,13 @@ class QueueStatements:
     counts: str
     #: one message by key with what a dead letter keeps
     dead_letter: str
+
+
+def not_paused(table: Table) -> str:
+    """SQL true while ``table`` is not paused (a key lookup in ``txqueue_paused``, read in
+    the receive's own statement, so a pause and a receive conflict instead of crossing)."""
+    name = table.name.lower().replace("\\", "\\\\").replace("'", "\\'")
+    return f"NOT EXISTS (SELECT 1 FROM txqueue_paused WHERE queue = '{name}')"
 
 
 def now_expression() -> str:
@@ -179,18 +256,37 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     payload = quote(table.payload_column.name)
     deliver = quote(deliver_time)
     now = now_expression()
+    selected = f"{key_list}, {payload}, {deliver}, {DELIVERY_COUNT}, {TRACE_CONTEXT}"
+    indexed = f"{name}@{{FORCE_INDEX={quote(ready_index)}}}"
+    # equal ready times in key order, as on the other engines (the index holds the
+    # primary key after the shard and ready columns, so this is still its own order)
+    oldest = f"ORDER BY {READY}, {key_list} LIMIT @limit"
+    heads = " UNION ALL ".join(
+        f"(SELECT {selected}, {READY}, {SHARD} FROM {indexed}"
+        f" WHERE {SHARD} = {shard} AND {READY} <= {now} {oldest})"
+        for shard in range(SHARDS)
+    )
+    firsts = " UNION ALL ".join(
+        f"(SELECT {READY} FROM {indexed} WHERE {SHARD} = {shard} ORDER BY {READY} LIMIT 1)"
+        for shard in range(SHARDS)
+    )
     return QueueStatements(
         receive=(
-            f"SELECT {key_list}, {payload}, {deliver}, {DELIVERY_COUNT}, {TRACE_CONTEXT}, {now}"
-            f" FROM {name}@{{FORCE_INDEX={quote(ready_index)}}}"
-            f" WHERE {READY} <= {now} ORDER BY {READY} LIMIT @limit"
+            f"SELECT {selected}, {now} FROM ({heads})"
+            f" WHERE {SHARD} != @skip AND {not_paused(table)} {oldest}"
+        ),
+        receive_shard=(
+            f"SELECT {selected}, {now} FROM {indexed} WHERE {SHARD} = @shard"
+            f" AND {READY} <= {now} AND {not_paused(table)} {oldest}"
         ),
         leases=(
-            f"SELECT {key_list}, {LEASE_TOKEN}, {DELIVERY_COUNT}, {FIRST_FAILURE} FROM {name}"
+            f"SELECT {key_list}, {LEASE_TOKEN}, {DELIVERY_COUNT}, {FIRST_FAILURE}, {LAST_ERROR}"
+            f" FROM {name}"
             f" WHERE {LEASE_TOKEN} IN UNNEST(@tokens) AND {LEASE_EXPIRATION} > @now"
         ),
         lease_of=(f"SELECT {LEASE_TOKEN}, {LEASE_EXPIRATION}, {now} FROM {name} WHERE {key_match}"),
-        next_ready=f"SELECT MIN({READY}), {now} FROM {name}",
+        # Paused: MIN of no row is NULL, nothing becomes ready.
+        next_ready=f"SELECT MIN({READY}), {now} FROM ({firsts}) WHERE {not_paused(table)}",
         counts=(
             "SELECT"
             f" COUNTIF({READY} <= {now} AND ({LEASE_EXPIRATION} IS NULL"
@@ -203,6 +299,20 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         ),
         dead_letter=(
             f"SELECT {payload}, {DELIVERY_COUNT}, {FIRST_FAILURE}, {LEASE_TOKEN},"
-            f" {LEASE_EXPIRATION} FROM {name} WHERE {key_match}"
+            f" {LEASE_EXPIRATION}, {LAST_ERROR} FROM {name} WHERE {key_match}"
         ),
+    )
+
+
+def messages_by_key(table: Table, deliver_time: str, count: int) -> str:
+    """The keys of the messages named by ``count`` keys (``@k{i}_{n}``: key column i of
+    the n-th key) with their lease expirations, and the time (@now or the clock's)."""
+    keys = [quote(k) for k in table.primary_key]
+    match = " OR ".join(
+        "(" + " AND ".join(f"{k} = @k{i}_{n}" for i, k in enumerate(keys)) + ")"
+        for n in range(count)
+    )
+    return (
+        f"SELECT {', '.join(keys)}, {LEASE_EXPIRATION}, {now_expression()}"
+        f" FROM {quote(table.name)} WHERE {match}"
     )

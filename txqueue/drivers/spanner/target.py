@@ -6,7 +6,7 @@ import re
 
 from txqueue.errors import InvalidArgument
 
-__all__ = ["check_target"]
+__all__ = ["QUEUES_MODES", "QUEUES_OPTION", "check_target", "queues_mode"]
 
 _TARGET = re.compile(
     r"projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])"
@@ -25,3 +25,19 @@ def check_target(target: str) -> tuple[str, str, str]:
             f"databases/DATABASE (lower-case Spanner IDs), got {target[:160]!r}"
         )
     return match["project"], match["instance"], match["database"]
+
+
+#: The ``queues`` URL option: ``auto`` (the default) uses Cloud Spanner's own queues when the
+#: database accepts ``CREATE QUEUE`` (the emulator does not), else queues emulated on tables.
+QUEUES_OPTION = "queues"
+QUEUES_MODES = ("auto", "native", "emulated")
+
+
+def queues_mode(options: dict[str, str]) -> str:
+    """The ``queues`` URL option (``auto`` when absent); InvalidArgument naming it otherwise."""
+    mode = options.get(QUEUES_OPTION, "auto")
+    if mode not in QUEUES_MODES:
+        raise InvalidArgument(
+            f"URL option queues must be one of {', '.join(QUEUES_MODES)}, got {mode[:40]!r}"
+        )
+    return mode

@@ -24,13 +24,16 @@ _NEEDS_CLIENT = "Cloud Spanner support needs google-cloud-spanner: pip install '
 
 def _parse(url: str, parts: SplitResult, query: dict[str, str]) -> DatabaseUrl:
     """``spanner://projects/P/instances/I/databases/D``: the target is the database's name."""
-    if query:
-        raise InvalidArgument(f"unknown Cloud Spanner URL option(s): {', '.join(sorted(query))}")
-    target = f"{parts.netloc}{parts.path}".rstrip("/")
-    from txqueue.drivers.spanner.target import check_target
+    from txqueue.drivers.spanner.target import QUEUES_OPTION, check_target, queues_mode
 
+    unknown = sorted(set(query) - {QUEUES_OPTION})
+    if unknown:
+        names = ", ".join(unknown)
+        raise InvalidArgument(f"unknown Cloud Spanner URL option {names} (it takes queues=)")
+    target = f"{parts.netloc}{parts.path}".rstrip("/")
     check_target(target)
-    return DatabaseUrl(TRAITS.name, target, {})
+    options = {QUEUES_OPTION: queues_mode(query)} if QUEUES_OPTION in query else {}
+    return DatabaseUrl(TRAITS.name, target, options)
 
 
 async def _open_async_driver(url: DatabaseUrl, clock: Clock) -> AsyncDriver:
@@ -38,7 +41,7 @@ async def _open_async_driver(url: DatabaseUrl, clock: Clock) -> AsyncDriver:
         from txqueue.drivers.spanner._async import AsyncSpannerDriver
     except ImportError as error:  # pragma: no cover - depends on the installed extras
         raise InvalidArgument(_NEEDS_CLIENT) from error
-    return AsyncSpannerDriver(url.target, clock)
+    return AsyncSpannerDriver(url.target, clock, url.options.get("queues", "auto"))
 
 
 def _open_driver(url: DatabaseUrl, clock: Clock) -> Driver:
@@ -46,7 +49,7 @@ def _open_driver(url: DatabaseUrl, clock: Clock) -> Driver:
         from txqueue.drivers.spanner._sync import SpannerDriver
     except ImportError as error:  # pragma: no cover - depends on the installed extras
         raise InvalidArgument(_NEEDS_CLIENT) from error
-    return SpannerDriver(url.target, clock)
+    return SpannerDriver(url.target, clock, url.options.get("queues", "auto"))
 
 
 def _dialect() -> Any:

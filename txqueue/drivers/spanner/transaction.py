@@ -12,10 +12,13 @@ statement leaves the transaction open with its earlier writes, as the contract a
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from google.cloud.spanner_v1 import KeySet, param_types
 
+from txqueue.core.lengths import length_refusal
 from txqueue.core.schema import Catalog, Table
 from txqueue.drivers.base import (
     AckParams,
@@ -28,8 +31,9 @@ from txqueue.drivers.base import (
     message_missing,
 )
 from txqueue.drivers.buffered import runs
-from txqueue.drivers.spanner import catalog
+from txqueue.drivers.spanner import application, catalog, native, outcome
 from txqueue.drivers.spanner.codec import (
+    column_type,
     encode,
     encode_key,
     encode_params,
@@ -42,17 +46,23 @@ from txqueue.drivers.spanner.statements import TRACE_CONTEXT, queue_statements, 
 from txqueue.errors import (
     Aborted,
     AlreadyExists,
-    CommitOutcomeUnknown,
-    DeadlineExceeded,
+    FailedPrecondition,
     InvalidArgument,
     NotFound,
     OutOfRange,
     TxqueueError,
-    Unavailable,
 )
 from txqueue.models import ResultSet
 
 __all__ = ["Work"]
+
+#: Spanner's words for a value over a column's declared length (a DML statement's).
+_SIZE_LIMIT = re.compile(
+    r"exceeds the maximum size limit for this column: (?P<table>\w+)\.(?P<column>\w+),"
+)
+#: Keys looked up by one query (over the number of key columns): Spanner takes at most
+#: 1,000 functions in a statement, and each key costs a comparison per column and an OR.
+KEYS_PER_READ = 240
 
 _MUTATIONS = {
     WriteKind.INSERT: "insert",
@@ -85,6 +95,8 @@ class Work:
         #: keys this transaction's mutations inserted (True) or deleted (False), per table
         self.written: dict[tuple[str, tuple[Any, ...]], bool] = {}
         self.finished = False
+        self.dml = False  # whether it ran DML (its commit then writes: outcome.commit)
+        self.native_queues = False  # set by the driver: sends and acks are Spanner's own
         try:
             with map_errors():
                 if session is None:
@@ -106,43 +118,71 @@ class Work:
     def load_catalog(self) -> Catalog:
         return catalog.load_catalog(self.transaction)
 
+    def application_tables(self, names: Sequence[str] | None) -> dict[str, Table]:
+        """Spanner reads INFORMATION_SCHEMA in read-only snapshots only: a read-write
+        transaction reads it in a snapshot of its own."""
+        if self.read_only:
+            return application.application_tables(self.transaction, names)
+        return self.database.read(application.application_tables, names)
+
     def execute_sql(self, sql: str, params: Any) -> ResultSet:
-        self.flush()
+        self.flush(visible=True)
         fields, rows = query(self.transaction, *positional(sql, params))
         return ResultSet(fields, rows)
 
     def execute_update(self, sql: str, params: Any, expected_rows: int | None) -> int:
-        self.flush()
+        self.flush(visible=True)
         sql, params = positional(sql, params)
         values, types = encode_params(params)
         if expected_rows is not None:
             sql = f"{sql.rstrip().rstrip(';')} ASSERT_ROWS_MODIFIED {int(expected_rows)}"
         try:
             with map_errors():
+                self.dml = True
                 count = self.transaction.execute_update(sql, params=values, param_types=types)
-        except (OutOfRange, InvalidArgument) as error:
+        except (OutOfRange, InvalidArgument, FailedPrecondition) as error:
+            refusal = self._length_refusal(str(error))
+            if refusal is not None:
+                raise refusal from error
             # The emulator says INVALID_ARGUMENT where Spanner documents OUT_OF_RANGE.
             if expected_rows is None or "ASSERT_ROWS_MODIFIED" not in str(error):
                 raise
             raise OutOfRange(f"ASSERT_ROWS_MODIFIED {expected_rows} failed: {error}") from error
         return int(count)
 
+    def _length_refusal(self, message: str) -> InvalidArgument | None:
+        """Spanner's refusal of a value over a column's declared length, worded as on the
+        other engines (the column and its declared type, read from the schema)."""
+        found = _SIZE_LIMIT.search(message)
+        if found is None:
+            return None
+        _, rows = self.database.read(
+            query,
+            "SELECT spanner_type FROM INFORMATION_SCHEMA.COLUMNS WHERE table_schema = ''"
+            " AND table_name = @table AND column_name = @column",
+            {"table": found["table"], "column": found["column"]},
+        )
+        if not rows:
+            return None
+        return length_refusal(f"{found['column']} {rows[0][0]}", found["table"])
+
     def record_once(self, key: str) -> bool:
         if key in self.recorded:  # its insert is a mutation, which no read here can see
             return False
         self.flush()
+        # The database's clock, as expire_ledger reads it (the emulator's commit timestamps
+        # can run ahead of the CURRENT_TIMESTAMP() of a later transaction).
         _, rows = query(
             self.transaction,
-            "SELECT 1 FROM txqueue_ledger WHERE key = @key",
+            "SELECT EXISTS(SELECT 1 FROM txqueue_ledger WHERE key = @key), CURRENT_TIMESTAMP()",
             {"key": key},
         )
-        if rows:
+        taken, now = rows[0]
+        if taken:
             return False
-        from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
-
         with map_errors():
             self.transaction.insert(
-                "txqueue_ledger", columns=("key", "recorded_at"), values=[(key, COMMIT_TIMESTAMP)]
+                "txqueue_ledger", columns=("key", "recorded_at"), values=[(key, now)]
             )
         self.recorded.add(key)
         return True
@@ -178,6 +218,15 @@ class Work:
         mutations included, which its reads cannot see)."""
         unknown = [k for k in keys if (table.name.lower(), k) not in self.written]
         stored: set[tuple[Any, ...]] = set()
+        # Spanner refuses a statement of more than 1,000 functions: a few per key.
+        step = max(1, KEYS_PER_READ // len(table.primary_key))
+        for start in range(0, len(unknown), step):
+            stored |= self._stored(table, unknown[start : start + step])
+        return [self.written.get((table.name.lower(), k), k in stored) for k in keys]
+
+    def _stored(self, table: Table, unknown: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+        """Which of ``unknown`` have a row (one query)."""
+        stored: set[tuple[Any, ...]] = set()
         if unknown:
             names = [quote(k) for k in table.primary_key]
             values: dict[str, Any] = {}
@@ -197,7 +246,7 @@ class Work:
                 types,
             )
             stored = {tuple(row) for row in rows}
-        return [self.written.get((table.name.lower(), k), k in stored) for k in keys]
+        return stored
 
     def delete(self, params: DeleteParams) -> int:
         """A delete mutation, in order with the others; the count reads the keys first."""
@@ -243,19 +292,30 @@ class Work:
         """Buffered like a send: NotFound or FailedPrecondition surface at the flush."""
         self.pending.append(params)
 
-    def flush(self) -> None:
+    def flush(self, visible: bool = False) -> None:
         """Apply the buffered sends and acks, in order, refusing what the other engines
-        refuse (a taken key, a missing message, a lost lease) before any mutation."""
+        refuse (a taken key, a missing message, a lost lease) before any write.
+
+        ``visible``: a statement of this transaction follows, which must see them, as on the
+        other engines: they are applied as DML (INSERT, DELETE), which Spanner's queries do
+        see, rather than as mutations, which they do not. Not when mutations are already
+        buffered in the transaction (say, the parent row of an interleaved message): DML runs
+        at once and mutations at the commit, so the DML could not depend on them.
+        """
         pending, self.pending = self.pending, []
+        if self.native_queues:  # Spanner's Send / Ack mutations (native.py)
+            native.apply_messages(self.transaction, pending)
+            return
+        dml = visible and not self.read_only and not getattr(self.transaction, "_mutations", ())
         for run in runs(pending):
             if isinstance(run[0], SendParams):
-                self._apply_sends([p for p in run if isinstance(p, SendParams)])
+                self._apply_sends([p for p in run if isinstance(p, SendParams)], dml)
             else:
                 for ack in run:
                     assert isinstance(ack, AckParams)
-                    self._apply_ack(ack)
+                    self._apply_ack(ack, dml)
 
-    def _apply_sends(self, sends: list[SendParams]) -> None:
+    def _apply_sends(self, sends: list[SendParams], dml: bool) -> None:
         table = sends[0].queue
         keys = [tuple(p.key) for p in sends]
         seen: set[tuple[Any, ...]] = set()
@@ -263,22 +323,44 @@ class Work:
             if present or key in seen:
                 raise key_taken(table, key)
             seen.add(key)
+        statements = []
         with map_errors():
             for params in sends:
                 key = tuple(params.key)
                 columns = [*table.primary_key, table.payload_column.name]
+                kinds = [*(column_type(c) for c in table.key_columns)]
+                kinds.append(column_type(table.payload_column))
                 values = [*encode_key(table, key), encode(table.payload_column, params.payload)]
                 if params.deliver_time is not None:
                     columns.append(self.deliver)
+                    kinds.append(param_types.TIMESTAMP)
                     values.append(params.deliver_time)
                 trace = self.traces.pop((table.name.lower(), key), None)
                 if trace is not None:
                     columns.append(TRACE_CONTEXT)
+                    kinds.append(param_types.STRING)
                     values.append(trace)
-                self.transaction.insert(table.name, columns=columns, values=[values])
+                if dml:
+                    statements.append(_insert_statement(table.name, columns, kinds, values))
+                else:
+                    self.transaction.insert(table.name, columns=columns, values=[values])
                 self.written[(table.name.lower(), key)] = True
+        if statements:
+            self._run_dml(statements)
 
-    def _apply_ack(self, params: AckParams) -> None:
+    def _run_dml(self, statements: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> None:
+        """Run DML statements in one round trip; the first failure is raised."""
+        from google.api_core.exceptions import from_grpc_status
+        from grpc import StatusCode  # type: ignore[import-untyped]
+
+        self.dml = True
+        with map_errors():
+            status, _ = self.transaction.batch_update(statements)
+            if status.code:
+                code = next((c for c in StatusCode if c.value[0] == status.code), None)
+                raise from_grpc_status(code or StatusCode.UNKNOWN, status.message)
+
+    def _apply_ack(self, params: AckParams, dml: bool = False) -> None:
         """Read the message's lease, refuse a missing one or a lost lease, delete it."""
         table = params.queue
         key = tuple(params.key)
@@ -286,7 +368,7 @@ class Work:
         if mine is not None and params.lease_token is None:  # sent or acked here before
             if not mine and not params.ignore_not_found:
                 raise message_missing(table, params.key)
-            self._delete_message(params)
+            self._delete_message(params, dml)
             return
         values, types = key_params(table, params.key)
         _, rows = query(
@@ -304,12 +386,17 @@ class Work:
             token != params.lease_token or expiration is None or expiration <= now
         ):
             raise lease_lost(table, params.key)
-        self._delete_message(params)
+        self._delete_message(params, dml)
 
-    def _delete_message(self, params: AckParams) -> None:
+    def _delete_message(self, params: AckParams, dml: bool = False) -> None:
         table = params.queue
-        with map_errors():
-            self.transaction.delete(table.name, KeySet(keys=[encode_key(table, params.key)]))
+        if dml:
+            values, types = key_params(table, params.key)
+            match = " AND ".join(f"{quote(k)} = @k{i}" for i, k in enumerate(table.primary_key))
+            self._run_dml([(f"DELETE FROM {quote(table.name)} WHERE {match}", values, types)])
+        else:
+            with map_errors():
+                self.transaction.delete(table.name, KeySet(keys=[encode_key(table, params.key)]))
         self.written[(table.name.lower(), tuple(params.key))] = False
 
     # ---- the end ------------------------------------------------------------------------
@@ -327,15 +414,10 @@ class Work:
         healthy = True
         try:
             self.flush()
-            with map_errors():
-                if self.read_only:
-                    return
-                self.transaction.commit()
-        except (DeadlineExceeded, Unavailable) as error:
-            rollback(self.transaction)
-            raise CommitOutcomeUnknown(
-                f"the commit's outcome is unknown ({error}); txqueue does not guess"
-            ) from error
+            if self.read_only:
+                return
+            # with a commit marker; an unknown outcome is resolved (Aborted: not committed)
+            outcome.commit(self.database, self.transaction, self.dml)
         except (Aborted, TxqueueError):
             rollback(self.transaction)
             raise
@@ -361,3 +443,15 @@ class Work:
         if self.session is not None:
             session, self.session = self.session, None
             self.database.release(session, healthy)
+
+
+def _insert_statement(
+    table: str, columns: list[str], kinds: list[Any], values: list[Any]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """An INSERT of one row as DML, for ``batch_update``."""
+    names = [f"v{i}" for i in range(len(columns))]
+    sql = (
+        f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)})"
+        f" VALUES ({', '.join('@' + n for n in names)})"
+    )
+    return sql, dict(zip(names, values)), dict(zip(names, kinds))
