@@ -22,7 +22,6 @@ import unasync
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {
-    "txqueue/events/_async/access.py": "txqueue/events/_sync/access.py",
     "txqueue/events/_async/publishing.py": "txqueue/events/_sync/publishing.py",
     "txqueue/events/_async/archive.py": "txqueue/events/_sync/archive.py",
     "txqueue/events/_async/events.py": "txqueue/events/_sync/events.py",
@@ -37,6 +36,7 @@ FILES = {
     "txqueue/drivers/postgres/_async_transaction.py": "txqueue/drivers/postgres/_sync_transaction.py",
     "txqueue/drivers/postgres/_async_server.py": "txqueue/drivers/postgres/_sync_server.py",
     "txqueue/drivers/postgres/_async_browse.py": "txqueue/drivers/postgres/_sync_browse.py",
+    "txqueue/drivers/postgres/_async_actions.py": "txqueue/drivers/postgres/_sync_actions.py",
     "txqueue/worker/_async_apply.py": "txqueue/worker/_sync_apply.py",
     "txqueue/events/_async_guarded.py": "txqueue/events/_sync_guarded.py",
     "txqueue/events/_async_delivery.py": "txqueue/events/_sync_delivery.py",
@@ -48,6 +48,7 @@ NAMES = {
     "_async_transaction": "_sync_transaction",
     "_async_server": "_sync_server",
     "_async_browse": "_sync_browse",
+    "_async_actions": "_sync_actions",
     "_async_protocol": "_sync_protocol",
     "_async_compat": "_sync_compat",
     "_async_guarded": "_sync_guarded",

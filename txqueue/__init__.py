@@ -20,6 +20,7 @@ from txqueue.core.retry import RetryPolicy
 from txqueue.core.schema import Dialect
 from txqueue.models import (
     DeadLetter,
+    Failure,
     LeaseRenewal,
     Message,
     QueueInfo,
@@ -82,6 +83,7 @@ __all__ = [
     "Dispatcher",
     "Enrollment",
     "Events",
+    "Failure",
     "GiveUp",
     "LeaseRenewal",
     "Message",

@@ -6,7 +6,15 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, cast
 
-__all__ = ["DeadLetter", "LeaseRenewal", "Message", "QueueInfo", "ResultSet", "StoredMessage"]
+__all__ = [
+    "DeadLetter",
+    "Failure",
+    "LeaseRenewal",
+    "Message",
+    "QueueInfo",
+    "ResultSet",
+    "StoredMessage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +77,26 @@ class LeaseRenewal:
 
 
 @dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed attempt of a message: its number, when, and what it raised.
+
+    ``error_type`` is the exception's qualified name (empty when only a text was recorded);
+    ``traceback`` is None when there was none, and keeps its end when it was long.
+    """
+
+    attempt: int
+    failed_at: datetime
+    error_type: str
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A message that failed for good, kept with what is known about its failures."""
+    """A message that failed for good, kept with what is known about its failures.
+
+    ``failures`` are its last failed attempts (at most ten), oldest first.
+    """
 
     queue: str
     key: tuple[Any, ...]
@@ -79,6 +105,7 @@ class DeadLetter:
     last_error: str
     first_failure: datetime
     last_failure: datetime
+    failures: tuple[Failure, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +125,8 @@ class StoredMessage:
     lease_expiration: datetime | None
     delivery_count: int
     last_error: str | None
+    #: its failed attempts so far (at most the last ten), oldest first
+    failures: tuple[Failure, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +135,8 @@ class QueueInfo:
 
     ``estimated`` is True when the counts come from engine statistics or a sample rather
     than from counting every row (``Database.queue_info(..., estimate=True)`` on a large
-    queue).
+    queue). ``paused`` is True while the queue is paused (``Database.pause_queue``): it
+    accepts sends, and no receive leases from it.
     """
 
     name: str
@@ -116,6 +146,7 @@ class QueueInfo:
     dead_letters: int
     oldest_ready_age_seconds: float | None
     estimated: bool = False
+    paused: bool = False
 
 
 class ResultSet:

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_support import scans_of_jobs
+from postgres_support import _nodes, scans_of_jobs
 
 import txqueue
 from txqueue.drivers.postgres.codec import (
@@ -124,3 +124,31 @@ def test_tokens_travel_as_binary_arrays_built_whole(pg_database_url: str) -> Non
     assert shared == ([stored, stored],)
     assert mixed == ([stored, "", "1" * 30],)
     assert none == ([],)
+
+
+def test_a_paused_queues_receive_reads_the_pause_once_and_skips_its_scan(
+    pg_database_url: str, leased: tuple[txqueue.Database, list[txqueue.Message]]
+) -> None:
+    """The pause check is part of the receive statement: a one-time filter above the same
+    index scan (no query of its own), under which the scan of a paused queue never runs."""
+    db, _ = leased
+    table = db.queue("jobs")
+    statements = queue_statements(table, db._driver.deliver_column)  # type: ignore[attr-defined]
+    receive = {"now": None, "lease": timedelta(seconds=10), "limit": BATCH}
+    with psycopg.connect(pg_database_url, autocommit=True) as connection:
+        assert scans_of_jobs(connection, statements.receive, receive) == ["Index Scan", "Tid Scan"]
+        db.pause_queue("jobs")
+        connection.execute("BEGIN")
+        try:
+            [[document]] = connection.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + statements.receive, receive
+            ).fetchall()
+        finally:
+            connection.execute("ROLLBACK")
+    nodes = list(_nodes(document[0]["Plan"]))
+    ready = [n for n in nodes if n["Node Type"] == "Index Scan" and n["Relation Name"] == "jobs"]
+    assert [node["Actual Loops"] for node in ready] == [0], nodes  # never executed
+    assert any("One-Time Filter" in node for node in nodes), nodes
+    paused = [node for node in nodes if node.get("Relation Name") == "txqueue_paused"]
+    assert [node["Actual Loops"] for node in paused] == [1], nodes
+    assert db.receive_now("jobs", max_batch_size=BATCH) == []

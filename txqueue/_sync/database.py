@@ -15,13 +15,14 @@ from txqueue import telemetry
 from txqueue._sync.drivers import open_driver
 from txqueue._sync.transaction import Batch, Snapshot, Transaction
 from txqueue.core.durations import to_duration
-from txqueue.core.leases import DEFAULT_LEASE, is_token, token_expiration_micros
+from txqueue.core.leases import DEFAULT_LEASE, is_token
 from txqueue.core.schema import Catalog, Dialect, Index, Table, validate_name
 from txqueue.core.values import check_count, check_key, check_text
 from txqueue.drivers._sync_compat import CancelledError, Lock, finish, monotonic, sleep
-from txqueue.drivers._sync_protocol import Driver
+from txqueue.drivers._sync_protocol import Driver, DriverTransaction
 from txqueue.drivers.base import (
     DeadLetterParams,
+    PauseParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
@@ -32,7 +33,16 @@ from txqueue.drivers.engines import traits_named
 from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import Aborted, InvalidArgument, NotFound
 from txqueue.models import DeadLetter, LeaseRenewal, Message, QueueInfo, StoredMessage
-from txqueue.sql.ddl import check_against_catalog, parse_ddl, split_statements
+from txqueue.mutations import (
+    checked_exception,
+    checked_keys,
+    checked_tokens,
+    mark_last,
+    prepare_delete_messages,
+    prepare_make_ready,
+    receive_arguments,
+)
+from txqueue.sql.ddl import check_against_catalog, parse_ddl, simulate, split_statements
 
 __all__ = ["Batch", "Database", "Snapshot", "Transaction", "connect"]
 
@@ -44,6 +54,9 @@ MAX_ATTEMPTS = 20
 FALLBACK_WAIT = 1.0
 #: How long a receive stream waits before trying again when the database was busy.
 CONTENDED_WAIT = 0.02
+#: How long the columns read for one of the application's own tables are reused (seconds):
+#: a table it creates is seen at once, a change to a table already read within this time.
+APPLICATION_TABLE_TTL = 1.0
 
 
 def connect(
@@ -96,6 +109,8 @@ class Database:
         self._indexes = indexes
         self._clock = clock or (lambda: None)
         self._ddl_lock = Lock()
+        #: the application's own tables read so far: lower-cased name -> (when read, table)
+        self._application: dict[str, tuple[float, Table]] = {}
 
     @property
     def engine(self) -> str:
@@ -136,30 +151,84 @@ class Database:
             working_tables, working_indexes = dict(tables), dict(indexes)
             for statement in parsed:
                 check_against_catalog(statement, working_tables, working_indexes)
-                _simulate(statement, working_tables, working_indexes)
+                simulate(statement, working_tables, working_indexes)
             self._driver.apply_ddl(parsed)
             self._tables, self._indexes = self._driver.load_catalog()
+            self._application.clear()
 
     def ensure_internal_tables(self, tables: Sequence[Table]) -> None:
-        """Create txqueue's own tables and queues (reserved ``txqueue_`` names) when missing.
+        """Create txqueue's own tables and queues (reserved ``txqueue_`` names) when missing,
+        and add the (nullable) columns a table made by an older txqueue lacks.
 
         For txqueue's layers (the event layer's delivery queue, archives); the schema objects
         are built in code, so they skip the DDL parser and its reserved-name rule.
         """
-        from txqueue.core.schema import CreateTable
+        from txqueue.core.schema import AddColumn, CreateTable, DdlStatement
 
         with self._ddl_lock:
             known, _ = self._driver.load_catalog()
-            missing = [
-                CreateTable(t, if_not_exists=True) for t in tables if t.name.lower() not in known
-            ]
+            missing: list[DdlStatement] = []
+            for table in tables:
+                found = known.get(table.name.lower())
+                if found is None:
+                    missing.append(CreateTable(table, if_not_exists=True))
+                else:  # made by an older txqueue: the columns added since (nullable)
+                    missing += [
+                        AddColumn(found.name, column)
+                        for column in table.columns
+                        if not found.has_column(column.name)
+                    ]
             if missing:  # if_not_exists: another process may create them at the same time
                 self._driver.apply_ddl(missing)
             self._tables, self._indexes = self._driver.load_catalog()
 
     def table(self, name: str) -> Table:
-        """The schema of a table or queue (reloads the catalog once when unknown)."""
-        return self._table(name, self._driver.load_catalog)
+        """The schema of a table or queue (reloads the catalog once when unknown).
+
+        A table txqueue did not create (the application's own, made by plain SQL, an ORM or
+        migrations) comes back as an ``ApplicationTable`` read from the engine's catalog.
+        """
+        try:
+            return self._table(name, self._driver.load_catalog)
+        except NotFound:
+            found = self._application_tables([name])
+            if name.lower() not in found:
+                raise
+            return found[name.lower()]
+
+    def _application_tables(
+        self, names: Sequence[str] | None, transaction: DriverTransaction | None = None
+    ) -> dict[str, Table]:
+        """The application's own tables among ``names`` (None: all) by lower-cased name,
+        reused while fresh, else read from the engine's catalog in ``transaction`` (or in a
+        read-only transaction of their own)."""
+        now = monotonic()
+        found: dict[str, Table] = {}
+        missing: list[str] = []
+        for name in names or ():
+            entry = self._application.get(name.lower())
+            if entry is not None and now - entry[0] < APPLICATION_TABLE_TTL:
+                found[name.lower()] = entry[1]
+            else:
+                missing.append(name)
+        if names is not None and not missing:
+            return found
+        wanted = None if names is None else missing
+        if transaction is not None:
+            read = transaction.application_tables(wanted)
+        else:
+            own = self._driver.begin(read_only=True)
+            try:
+                read = own.application_tables(wanted)
+            finally:
+                own.rollback()
+        if names is None:
+            self._application.clear()
+        for key in [n.lower() for n in wanted or ()]:
+            self._application.pop(key, None)
+        for key, table in read.items():
+            self._application[key] = (now, table)
+        return {**found, **read}
 
     def queue(self, name: str) -> Table:
         """The schema of a queue; NotFound when there is none, InvalidArgument for a table."""
@@ -251,7 +320,7 @@ class Database:
         busy and only wants the next batch. An empty list means nothing is ready (or, on
         SQLite, that another writer holds the lock just now).
         """
-        lease = _receive_arguments(max_batch_size, lease_duration)
+        lease = receive_arguments(max_batch_size, lease_duration)
         table = self.queue(queue)
         params = ReceiveParams(table, max_batch_size, lease, self.now())
         started = telemetry.receive_started()
@@ -264,7 +333,7 @@ class Database:
             raise CancelledError
         if started is not None and batch:
             telemetry.received(table.name, batch, self.traits.db_system, started)
-        return _mark_last(batch) if batch else []
+        return mark_last(batch) if batch else []
 
     def receive(
         self,
@@ -282,7 +351,7 @@ class Database:
         checked here, before the stream starts.
         """
         duration = to_duration(max_duration, "max_duration")
-        lease = _receive_arguments(max_batch_size, lease_duration)
+        lease = receive_arguments(max_batch_size, lease_duration)
         if priority is not None:
             raise InvalidArgument("priority must be NULL: its meaning is undefined upstream")
         if not isinstance(queue, str):
@@ -315,7 +384,7 @@ class Database:
                 if batch:
                     if started is not None:
                         telemetry.received(table.name, batch, self.traits.db_system, started)
-                    pending = _mark_last(batch)
+                    pending = mark_last(batch)
                     while pending:
                         message = pending.pop(0)
                         yield message
@@ -349,7 +418,9 @@ class Database:
         """Extend leases by ``extension`` from now; each renewal returns a new token."""
         table = self.queue(queue)
         return self._driver.renew(
-            RenewParams(table, _tokens(tokens), to_duration(extension, "extension"), self.now())
+            RenewParams(
+                table, checked_tokens(tokens), to_duration(extension, "extension"), self.now()
+            )
         )
 
     def release_lease(
@@ -358,28 +429,46 @@ class Database:
         tokens: Sequence[str],
         delay: timedelta = timedelta(0),
         error: str | None = None,
+        *,
+        exception: BaseException | None = None,
     ) -> int:
         """Give leases back: the messages are receivable again after ``delay``.
 
         With ``error`` the release records a failed attempt (first/last failure time and the
-        error), which a later dead letter carries.
+        error), which a later dead letter carries; ``exception``, what the attempt raised,
+        adds its type, message and traceback to the message's failure history (``error``
+        defaults to its ``repr``).
         """
         table = self.queue(queue)
         wait = to_duration(delay, "delay", allow_zero=True)
+        raised = checked_exception(exception)
+        if error is None and exception is not None:
+            error = repr(exception)
         if error is not None:
             check_text(error, "error")
-        params = ReleaseParams(table, _tokens(tokens), wait, self.now(), error)
+        params = ReleaseParams(table, checked_tokens(tokens), wait, self.now(), error, raised)
         return self._driver.release(params)
 
-    def dead_letter(self, queue: str, key: Any, lease_token: str, error: str) -> None:
-        """Move a leased message to the dead letters now, with ``error`` as its last error."""
+    def dead_letter(
+        self,
+        queue: str,
+        key: Any,
+        lease_token: str,
+        error: str,
+        *,
+        exception: BaseException | None = None,
+    ) -> None:
+        """Move a leased message to the dead letters now, with ``error`` as its last error
+        (and ``exception``'s type, message and traceback as its last failure)."""
         table = self.queue(queue)
         if not isinstance(lease_token, str):
             raise InvalidArgument("lease_token must be a string")
         if not is_token(lease_token):
             lease_token = ""  # not one of ours: it holds no lease (and "" matches none)
         check_text(error, "error")
-        params = DeadLetterParams(table, check_key(table, key), lease_token, error, self.now())
+        raised = checked_exception(exception)
+        key = check_key(table, key)
+        params = DeadLetterParams(table, key, lease_token, error, self.now(), raised)
         self._driver.dead_letter(params)
 
     def dead_letters(self, queue: str, limit: int = 1000) -> list[DeadLetter]:
@@ -390,20 +479,65 @@ class Database:
     def replay_dead_letters(self, queue: str, keys: Sequence[Any] | None = None) -> int:
         """Send dead letters (all, or those with ``keys``) back to their queue as new messages."""
         table = self.queue(queue)
-        return self._driver.replay_dead_letters(table, _keys(table, keys))
+        return self._driver.replay_dead_letters(table, checked_keys(table, keys))
 
     def purge_dead_letters(self, queue: str, keys: Sequence[Any] | None = None) -> int:
         """Delete dead letters (all, or those with ``keys``) for good."""
         table = self.queue(queue)
-        return self._driver.purge_dead_letters(table, _keys(table, keys))
+        return self._driver.purge_dead_letters(table, checked_keys(table, keys))
+
+    def delete_messages(self, queue: str, keys: Sequence[Any], *, force: bool = False) -> int:
+        """Delete (cancel) the messages of ``queue`` with ``keys``, all or none; returns how many.
+
+        A key with no message is NotFound, a message under a live lease FailedPrecondition
+        (its worker is at it) unless ``force``: its worker's ack then gets NotFound. Each
+        refusal names the keys and changes nothing; the check and the deletion are one step.
+        """
+        table = self.queue(queue)
+        return self._driver.delete_messages(prepare_delete_messages(table, keys, force, self.now()))
+
+    def make_ready(
+        self,
+        queue: str,
+        keys: Sequence[Any],
+        *,
+        deliver_time: datetime | None = None,
+        force: bool = False,
+    ) -> int:
+        """Make the messages of ``queue`` with ``keys`` receivable at ``deliver_time``
+        (None: now), all or none; returns how many.
+
+        Their deliver time becomes that time, and a release's delay or a lost lease's
+        backoff is dropped, so a scheduled or backed-off message is ready at once, or a
+        message is put off. Refusals as ``delete_messages``; with ``force`` a live lease is
+        ended (its worker's ack then gets FailedPrecondition).
+        """
+        table = self.queue(queue)
+        return self._driver.make_ready(
+            prepare_make_ready(table, keys, deliver_time, force, self.now())
+        )
 
     def expire_ledger(self, retention: timedelta) -> int:
         """Forget idempotency-ledger keys recorded longer ago than ``retention``."""
         return self._driver.expire_ledger(to_duration(retention, "retention"))
 
+    def pause_queue(self, queue: str) -> None:
+        """Pause ``queue``: it still accepts sends, but no receive leases from it (workers,
+        ``receive``, SQL's ``RECEIVE_``) until ``resume_queue``. Leases already taken run
+        their course (ack, renew and release work). The state is stored in the database, so
+        it holds for every process and across restarts; pausing a paused queue is a no-op."""
+        table = self.queue(queue)
+        self._driver.set_paused(PauseParams(table, True))
+
+    def resume_queue(self, queue: str) -> None:
+        """Let receives lease from ``queue`` again and wake its waiting receivers; resuming a
+        queue that is not paused is a no-op."""
+        table = self.queue(queue)
+        self._driver.set_paused(PauseParams(table, False))
+
     def queue_info(self, queue: str, *, estimate: bool = False) -> QueueInfo:
-        """Ready, leased, scheduled and dead-letter counts of a queue, and the age in seconds
-        of its oldest ready message (None when none is ready).
+        """Ready, leased, scheduled and dead-letter counts of a queue, the age in seconds
+        of its oldest ready message (None when none is ready), and whether it is paused.
 
         Exact by default: every message is looked at. With ``estimate`` a queue (or dead
         letter set) of more than 100,000 rows is not counted row by row: its counts come
@@ -428,6 +562,7 @@ class Database:
             dead_letters=int(counts.get("dead_letters", 0)),
             oldest_ready_age_seconds=counts["oldest_ready_age_seconds"],
             estimated=bool(counts.get("estimated", False)),
+            paused=self._driver.is_paused(table),
         )
 
     def list_messages(
@@ -460,49 +595,3 @@ class Database:
         if not found:
             raise message_missing(table, params.key_prefix)
         return found[0]
-
-
-def _receive_arguments(max_batch_size: int, lease_duration: timedelta | str) -> timedelta:
-    """Check a receive's batch size and lease (one rule for ``receive`` and ``receive_now``);
-    returns the lease."""
-    lease = to_duration(lease_duration, "lease_duration")
-    check_count(max_batch_size, "max_batch_size")
-    return lease
-
-
-def _mark_last(batch: list[Message]) -> list[Message]:
-    from dataclasses import replace
-
-    return [*batch[:-1], replace(batch[-1], last_in_batch=True)]
-
-
-def _keys(table: Table, keys: Sequence[Any] | None) -> list[tuple[Any, ...]] | None:
-    if keys is None:
-        return None
-    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
-        raise InvalidArgument("keys must be a list of key tuples")
-    return [check_key(table, key, f"keys[{i}]") for i, key in enumerate(keys)]
-
-
-def _tokens(tokens: Sequence[str]) -> list[str]:
-    """The well-formed tokens of ``tokens``: one that is not ours can hold no lease."""
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        raise InvalidArgument("tokens must be a list of lease tokens")
-    for token in tokens:
-        if not isinstance(token, str):
-            raise InvalidArgument("tokens must be a list of lease tokens (strings)")
-    return [token for token in tokens if token_expiration_micros(token) is not None]
-
-
-def _simulate(statement: Any, tables: dict[str, Table], indexes: dict[str, Index]) -> None:
-    """Apply a checked statement to a working copy of the catalog (to check the next one)."""
-    from txqueue.core.schema import CreateIndex, CreateTable, DropIndex, DropTable
-
-    if isinstance(statement, CreateTable):
-        tables.setdefault(statement.table.name.lower(), statement.table)
-    elif isinstance(statement, DropTable):
-        tables.pop(statement.name.lower(), None)
-    elif isinstance(statement, CreateIndex):
-        indexes.setdefault(statement.index.name.lower(), statement.index)
-    elif isinstance(statement, DropIndex):
-        indexes.pop(statement.name.lower(), None)

@@ -7,12 +7,12 @@ Generated from ``txqueue/_async/transaction.py`` by ``tools/async_to_sync.py``; 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import suppress
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from txqueue import telemetry
+from txqueue.core.schema import Dialect, Table
 from txqueue.drivers._sync_protocol import DriverTransaction
 from txqueue.drivers.base import (
     WriteKind,
@@ -23,6 +23,7 @@ from txqueue.mutations import prepare_ack, prepare_delete, prepare_send, prepare
 from txqueue.sql import (
     DmlPlan,
     Plan,
+    QueryPlan,
     ReceivePlan,
     RenewPlan,
     StreamingResultSet,
@@ -146,6 +147,22 @@ class Transaction:
             self._transaction.note_sent(queue)
         return count
 
+    def execute_internal_sql(self, sql: str, params: Any = None) -> ResultSet:
+        """Run a query of txqueue's own layers: GoogleSQL with ``@name`` parameters, which may
+        name its reserved ``txqueue_`` tables, translated for the engine whatever the
+        database's dialect (the worker registry's SQL, portable to every engine)."""
+        plan = _plan(self._database, self._transaction, sql, params, None, internal=True)
+        if not isinstance(plan, QueryPlan):
+            raise InvalidArgument("execute_internal_sql runs queries")
+        return plan.result(self._transaction.execute_sql(plan.sql, plan.params))
+
+    def execute_internal_update(self, sql: str, params: Any = None) -> int:
+        """Run DML of txqueue's own layers (see `execute_internal_sql`); returns the row count."""
+        plan = _plan(self._database, self._transaction, sql, params, None, internal=True)
+        if not isinstance(plan, DmlPlan):
+            raise InvalidArgument("execute_internal_update runs INSERT, UPDATE and DELETE")
+        return self._transaction.execute_update(plan.sql, plan.params, plan.expected_rows)
+
     def execute_engine_sql(self, sql: str, params: Any = None) -> ResultSet:
         """Run a query in the engine's own SQL (SQLite or PostgreSQL), untranslated.
 
@@ -183,15 +200,32 @@ def _plan(
     sql: str,
     params: Any,
     param_types: Any,
+    internal: bool = False,
 ) -> Plan:
-    """Translate ``sql`` (the database's dialect) for the database's engine."""
-    statement = parse_sql(sql, database.dialect)
-    tables = {}
+    """Translate ``sql`` (the database's dialect; GoogleSQL if ``internal``) for the
+    database's engine."""
+    dialect = Dialect.GOOGLESQL if internal else database.dialect
+    statement = parse_sql(sql, dialect, internal=internal)
+    tables: dict[str, Table] = {}
+    unknown: dict[str, InvalidArgument | None] = {}
     for name in statement.tables:
-        with suppress(NotFound):  # an unknown name: the plan reports it, with its position
+        try:
             tables[name.lower()] = database._table(name, transaction.load_catalog)
+        except NotFound:  # an unknown name: the plan reports it, with its position
+            unknown[name] = None
+        except InvalidArgument as error:  # a name txqueue refuses may be the application's
+            unknown[name] = error
+    if unknown and not internal:  # not txqueue's: maybe one of the application's own
+        tables.update(database._application_tables(list(unknown), transaction))
+    for name, refusal in unknown.items():
+        if refusal is not None and name.lower() not in tables:
+            raise refusal
     # INFORMATION_SCHEMA lists the whole schema, as this transaction sees it.
-    catalog = transaction.load_catalog() if statement.reads_information_schema else None
+    catalog = None
+    if statement.reads_information_schema:
+        known, indexes = transaction.load_catalog()
+        application = database._application_tables(None, transaction)
+        catalog = ({**application, **known}, indexes)
     return statement.plan(tables, database.engine, params, param_types, database.now(), catalog)
 
 
@@ -312,6 +346,15 @@ class Snapshot:
         return _execute_sql(
             self._database, self._transaction, sql, params, param_types, snapshot=True
         )
+
+    def execute_internal_sql(self, sql: str, params: Any = None) -> ResultSet:
+        """Run a query of txqueue's own layers (see Transaction)."""
+        if self._transaction is None:
+            raise InvalidArgument("use the snapshot inside its with-block")
+        plan = _plan(self._database, self._transaction, sql, params, None, internal=True)
+        if not isinstance(plan, QueryPlan):
+            raise InvalidArgument("execute_internal_sql runs queries")
+        return plan.result(self._transaction.execute_sql(plan.sql, plan.params))
 
     def execute_engine_sql(self, sql: str, params: Any = None) -> ResultSet:
         """Run a query in the engine's own SQL, untranslated (see Transaction)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from typing import Any
@@ -18,6 +18,8 @@ from txqueue.errors import InvalidArgument
 
 __all__ = [
     "DELIVER_TIME",
+    "AddColumn",
+    "ApplicationTable",
     "Catalog",
     "Column",
     "ColumnType",
@@ -143,6 +145,14 @@ class Table:
             raise InvalidArgument(f"table {self.name} has no column {name!r}")
         return found
 
+    def has_column(self, name: str) -> bool:
+        """Whether the table has a column named ``name`` (case-insensitive)."""
+        return name.lower() in self._by_name
+
+    def with_column(self, column: Column) -> Table:
+        """This table with ``column`` added last (ALTER TABLE … ADD COLUMN)."""
+        return replace(self, columns=(*self.columns, column))
+
     @cached_property
     def key_columns(self) -> tuple[Column, ...]:
         return tuple(self.column(name) for name in self.primary_key)
@@ -177,6 +187,16 @@ class Table:
             parent=data["parent"],
             on_delete_cascade=data["on_delete_cascade"],
         )
+
+
+@dataclass(frozen=True)
+class ApplicationTable(Table):
+    """A table (or view) txqueue did not create, the application's own, as the engine's
+    catalog describes it: its columns mapped to the nearest Spanner type, and each column's
+    type as the engine spells it in ``engine_types`` (same order as ``columns``)."""
+
+    engine_types: tuple[str, ...] = ()
+    is_view: bool = False
 
 
 DELIVER_TIME = {Dialect.GOOGLESQL: "DeliverTime", Dialect.POSTGRESQL: "deliver_time"}
@@ -231,7 +251,25 @@ class DropIndex:
     if_exists: bool = False
 
 
-DdlStatement = CreateTable | DropTable | CreateIndex | DropIndex
+@dataclass(frozen=True)
+class AddColumn:
+    """ALTER TABLE table ADD COLUMN column, when the table lacks it (a nullable column only).
+
+    Not parsed from user DDL: txqueue gives its own tables the columns a newer version
+    added (`ensure_internal_tables`), so a database made by an older one keeps working.
+    """
+
+    table: str
+    column: Column
+
+    def __post_init__(self) -> None:
+        if not self.column.nullable:
+            raise InvalidArgument(
+                f"column {self.column.name} added to {self.table} must be nullable"
+            )
+
+
+DdlStatement = CreateTable | DropTable | CreateIndex | DropIndex | AddColumn
 #: Tables (queues included) and indexes by lower-cased name.
 Catalog = tuple[dict[str, Table], dict[str, Index]]
 

@@ -20,7 +20,10 @@ from txqueue.drivers.base import (
     AckParams,
     BrowseParams,
     DeadLetterParams,
+    DeleteMessagesParams,
     DeleteParams,
+    MakeReadyParams,
+    PauseParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
@@ -38,6 +41,11 @@ class DriverTransaction(Protocol):
     def load_catalog(self) -> Catalog:
         """The catalog, read on this transaction's own connection: a lookup inside the
         transaction must not wait for a second one from the pool."""
+
+    def application_tables(self, names: Sequence[str] | None) -> dict[str, Table]:
+        """The application's own tables and views, those txqueue did not create, as the
+        engine's catalog describes them (``ApplicationTable``), by lower-cased name: the ones
+        in ``names`` that exist (None: all). Read on this transaction's connection."""
 
     def write(self, params: WriteParams) -> None:
         """Apply an insert/update/insert_or_update/replace mutation to checked rows."""
@@ -141,6 +149,20 @@ class Driver(Protocol):
 
     def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
         """Delete dead letters for good; returns how many."""
+
+    def delete_messages(self, params: DeleteMessagesParams) -> int:
+        """Delete the messages by key, all or none, checking their leases in the same
+        transaction; returns how many were deleted."""
+
+    def make_ready(self, params: MakeReadyParams) -> int:
+        """Set the messages' deliver time and drop their backoff, all or none, checking their
+        leases in the same transaction; wakes the queue's receivers; returns how many."""
+
+    def set_paused(self, params: PauseParams) -> None:
+        """Pause or resume a queue (idempotent); resuming wakes the queue's receivers."""
+
+    def is_paused(self, queue: Table) -> bool:
+        """Whether ``queue`` is paused: its receives lease nothing."""
 
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         """ready / leased / scheduled counts and the oldest ready message's age in seconds."""

@@ -14,15 +14,20 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from txqueue.core.failures import Raised, read_history
 from txqueue.core.schema import Table
 from txqueue.errors import AlreadyExists, FailedPrecondition, NotFound
+from txqueue.models import DeadLetter
 
 __all__ = [
     "MESSAGE_STATES",
     "AckParams",
     "BrowseParams",
     "DeadLetterParams",
+    "DeleteMessagesParams",
     "DeleteParams",
+    "MakeReadyParams",
+    "PauseParams",
     "ReceiveParams",
     "ReleaseParams",
     "RenewParams",
@@ -31,9 +36,12 @@ __all__ = [
     "WriteKind",
     "WriteParams",
     "begin_sqlalchemy",
+    "dead_letter_record",
     "key_taken",
     "lease_lost",
     "message_missing",
+    "messages_leased",
+    "messages_missing",
 ]
 
 
@@ -78,6 +86,8 @@ class ReleaseParams:
     now: datetime | None = None
     #: when set, the release records a failed attempt (kept for the dead-letter record)
     error: str | None = None
+    #: what the failed attempt raised, for its failure history (``core.failures``)
+    failure: Raised | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +98,50 @@ class DeadLetterParams:
     key: tuple[Any, ...]
     lease_token: str
     error: str
+    now: datetime | None = None
+    #: what the last attempt raised, added to the failure history that moves with it
+    failure: Raised | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PauseParams:
+    """Pause a queue (no receive leases from it; sends are still taken) or resume it.
+
+    The state is a row of the driver's own catalog, which every receive statement reads in
+    the same statement; resuming wakes the queue's waiting receivers.
+    """
+
+    queue: Table
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMessagesParams:
+    """Delete (cancel) the messages with ``keys``, all or none, in one transaction.
+
+    A key with no message fails the whole call (``messages_missing``); so does a message under
+    a live lease (``messages_leased``) unless ``force``: then its holder's ack gets NotFound.
+    """
+
+    queue: Table
+    keys: Sequence[tuple[Any, ...]]
+    force: bool = False
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MakeReadyParams:
+    """Set the deliver time of the messages with ``keys`` (None: now), all or none.
+
+    Any release delay or redelivery backoff is dropped, and so is an expired lease; a live
+    lease refuses the call as ``DeleteMessagesParams`` does, unless ``force`` (which ends it:
+    its holder's ack and renewal then fail).
+    """
+
+    queue: Table
+    keys: Sequence[tuple[Any, ...]]
+    deliver_time: datetime | None = None
+    force: bool = False
     now: datetime | None = None
 
 
@@ -183,3 +237,33 @@ def lease_lost(table: Table, key: Any) -> FailedPrecondition:
 
 def message_missing(table: Table, key: Any) -> NotFound:
     return NotFound(f"queue {table.name} has no message with key {key!r}")
+
+
+def dead_letter_record(
+    table: Table,
+    key: tuple[Any, ...],
+    payload: Any,
+    attempts: int,
+    stored: str,
+    first_failure: datetime,
+    last_failure: datetime,
+) -> DeadLetter:
+    """A dead letter as every driver reads it: ``stored`` is its failure history
+    (``core.failures``; plain text written before histories existed reads as one failure)."""
+    last_error, failures = read_history(stored, attempts, last_failure)
+    return DeadLetter(
+        table.name, key, payload, attempts, last_error or "", first_failure, last_failure, failures
+    )
+
+
+def messages_missing(table: Table, keys: Sequence[Any]) -> NotFound:
+    shown = ", ".join(repr(k) for k in keys)
+    return NotFound(f"queue {table.name} has no message with key(s) {shown}: nothing was changed")
+
+
+def messages_leased(table: Table, keys: Sequence[Any]) -> FailedPrecondition:
+    shown = ", ".join(repr(k) for k in keys)
+    return FailedPrecondition(
+        f"queue {table.name} has message(s) under a live lease: {shown}; nothing was changed"
+        " (force to act on them anyway: their worker's ack then fails)"
+    )

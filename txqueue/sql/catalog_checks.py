@@ -15,6 +15,7 @@ from txqueue.core.schema import (
     CreateIndex,
     CreateTable,
     DdlStatement,
+    DropIndex,
     DropTable,
     Index,
     Table,
@@ -63,7 +64,11 @@ def check_against_catalog(
                 raise InvalidArgument(
                     f"index {index.name}: {_kind(table)} {table.name} has no column {column}"
                 )
-    elif statement.name.lower() not in indexes and not statement.if_exists:
+    elif (
+        isinstance(statement, DropIndex)
+        and statement.name.lower() not in indexes
+        and not statement.if_exists
+    ):
         raise NotFound(f"index {statement.name} does not exist")
 
 

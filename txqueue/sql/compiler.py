@@ -13,22 +13,28 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from txqueue.core.schema import DELIVER_TIME, Column, ColumnType, Dialect, Table
+from txqueue.core.schema import DELIVER_TIME, ApplicationTable, Column, ColumnType, Dialect, Table
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.sql.rewrite import Rewriter
 from txqueue.sql.values import type_of, typed
 
-__all__ = ["Compiler", "Output"]
+__all__ = ["EXACT_NAME", "Compiler", "Output"]
+
+#: Meta key of an identifier that names an application's table or column as the engine spells
+#: it (mixed case on PostgreSQL): not folded to lower case when the SQL is generated.
+EXACT_NAME = "txq_exact_name"
 
 _QUEUE_UPDATE = "queues do not support UPDATE; ack and send instead"
 
 
 @dataclass(frozen=True)
 class Output:
-    """One result column: its name (None: the engine's) and declared type (None: unknown)."""
+    """One result column: its name (None: the engine's) and declared type (None: unknown);
+    ``exact``: a column of an application's table, named as the engine spells it."""
 
     name: str | None
     column: Column | None
+    exact: bool = False
 
 
 @dataclass
@@ -81,11 +87,27 @@ class Compiler:
 
     def visible(self, table: Table) -> list[Output]:
         """What ``SELECT *`` shows: declared columns, then DeliverTime for a queue."""
-        outputs = [Output(c.name, c) for c in table.columns]
+        exact = isinstance(table, ApplicationTable)
+        outputs = [Output(c.name, c, exact) for c in table.columns]
         if table.is_queue:
             deliver = Column(self.deliver, ColumnType.TIMESTAMP, nullable=False)
             outputs.append(Output(self.deliver, deliver))
         return outputs
+
+    def exact(self, identifier: object, name: str) -> None:
+        """Name ``identifier`` as the engine spells an application's table or column."""
+        if isinstance(identifier, exp.Identifier) and name != name.lower():
+            identifier.set("this", name)
+            identifier.meta[EXACT_NAME] = True
+
+    def exact_table(self, node: exp.Table, table: Table, alias: bool) -> None:
+        """Name an application's table exactly; with ``alias``, give it its lower-cased name
+        as an alias (where names fold) so that qualified column names still find it."""
+        if not isinstance(table, ApplicationTable) or table.name == table.name.lower():
+            return
+        self.exact(node.this, table.name)
+        if alias and self.rw.folds_names and not node.alias:
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(table.name.lower())))
 
     def column_of(self, table: Table, name: str, node: exp.Expression) -> Column:
         for output in self.visible(table):
@@ -155,6 +177,7 @@ class Compiler:
                 scope.sources[key] = _Source(scope.ctes[name])
             else:
                 table = self.table(node)
+                self.exact_table(node, table, alias=True)
                 scope.sources[key] = _Source(self.visible(table), table)
             return
         if isinstance(node, exp.Table):
@@ -193,8 +216,10 @@ class Compiler:
                 continue
             name = self.field_name(item)
             new = self.expr(item, scope)
-            projections.append(new)
             outputs.append(Output(name, type_of(new)))
+            if name is not None and isinstance(new, exp.Column) and _is_exact(new.this):
+                new = _aliased(new, name)  # found by that name from an enclosing query
+            projections.append(new)
         node.set("expressions", projections)
         return outputs if known else None
 
@@ -236,9 +261,14 @@ class Compiler:
                 raise InvalidArgument(f"SELECT * EXCEPT needs known columns{self.rw.where(item)}")
             for output in source.outputs:
                 if output.name is not None and output.name.lower() not in excluded:
-                    expressions.append(exp.column(output.name, table=key))
+                    column = exp.column(output.name, table=key)
+                    if output.exact and output.name != output.name.lower():
+                        self.exact(column.this, output.name)
+                        expressions.append(_aliased(column, output.name))
+                    else:
+                        expressions.append(column)
                     if outputs is not None:
-                        outputs.append(output)
+                        outputs.append(Output(output.name, output.column))
         return expressions, outputs
 
     def clauses(self, node: exp.Expression, scope: _Scope, skip: set[str]) -> None:
@@ -260,6 +290,8 @@ class Compiler:
             if isinstance(node.this, exp.Star):
                 return node
             found = scope.find(node.name, node.table or None)
+            if found is not None and found.exact and found.name is not None:
+                self.exact(node.this, found.name)
             return typed(node, found.column if found else None)
         return self.rw.node(node)
 
@@ -271,6 +303,7 @@ class Compiler:
         if not isinstance(table_node, exp.Table) or not isinstance(table_node.this, exp.Identifier):
             raise InvalidArgument(f"INSERT needs a table name{self.rw.where(node)}")
         table = self.table(table_node)
+        self.exact_table(table_node, table, alias=False)
         if isinstance(target, exp.Schema):
             names = [(i.name, i) for i in target.expressions]
         else:
@@ -280,6 +313,9 @@ class Compiler:
                 exp.Schema(this=table_node, expressions=[exp.to_identifier(n) for n, _ in names]),
             )
         columns = [self.column_of(table, name, where) for name, where in names]
+        if isinstance(table, ApplicationTable):
+            for identifier, column in zip(node.this.expressions, columns):
+                self.exact(identifier, column.name)
         for option in ("returning", "alternative", "overwrite"):
             if node.args.get(option):
                 raise InvalidArgument(
@@ -324,6 +360,8 @@ class Compiler:
             if not isinstance(target, exp.Column):
                 raise InvalidArgument(f"UPDATE SET needs a column name{self.rw.where(assignment)}")
             column = self.column_of(table, target.name, target)
+            if isinstance(table, ApplicationTable):
+                self.exact(target.this, column.name)
             self.rw.coerce(self.expr(assignment.expression, scope), column)
         self.clauses(node, scope, {"this", "expressions", "from_"})
         return table
@@ -347,6 +385,16 @@ class Compiler:
             raise InvalidArgument(
                 f"{verb} needs a WHERE clause in GoogleSQL (write WHERE true for every row)"
             )
+
+
+def _aliased(node: exp.Expression, name: str) -> exp.Expression:
+    return exp.Alias(this=node, alias=exp.to_identifier(name))
+
+
+def _is_exact(identifier: object) -> bool:
+    return isinstance(identifier, exp.Identifier) and bool(
+        identifier._meta and identifier._meta.get(EXACT_NAME)
+    )
 
 
 def _kind(table: Table) -> str:

@@ -39,7 +39,7 @@ from txqueue.core.schema import (
 from txqueue.errors import InvalidArgument
 from txqueue.sql.catalog_checks import check_against_catalog, type_name
 
-__all__ = ["MAX_LENGTH", "check_against_catalog", "parse_ddl", "split_statements"]
+__all__ = ["MAX_LENGTH", "check_against_catalog", "parse_ddl", "simulate", "split_statements"]
 
 MAX_LENGTH = 10_485_760
 """Largest declared STRING/BYTES length (Spanner's BYTES limit, 10 MiB)."""
@@ -568,3 +568,15 @@ class _Parser:
             self.unsupported_clause(f"index {name}")
         columns, descending = tuple(p[0] for p in parts), tuple(p[1] for p in parts)
         return CreateIndex(Index(name, table, columns, unique, descending), if_not_exists)
+
+
+def simulate(statement: DdlStatement, tables: dict[str, Table], indexes: dict[str, Index]) -> None:
+    """Apply a checked statement to a working copy of the catalog (to check the next one)."""
+    if isinstance(statement, CreateTable):
+        tables.setdefault(statement.table.name.lower(), statement.table)
+    elif isinstance(statement, DropTable):
+        tables.pop(statement.name.lower(), None)
+    elif isinstance(statement, CreateIndex):
+        indexes.setdefault(statement.index.name.lower(), statement.index)
+    elif isinstance(statement, DropIndex):
+        indexes.pop(statement.name.lower(), None)

@@ -101,6 +101,9 @@ class Rewriter:
     ) -> None:
         #: TIMESTAMP, JSON and arrays are emulated: rewrite what uses them (SQLite)
         self.emulated = traits_named(engine).emulates_types
+        #: the engine folds unquoted names to lower case (PostgreSQL): an application's
+        #: table or column in mixed case is named exactly, and aliased in lower case
+        self.folds_names = traits_named(engine).lower_case_names
         self.dialect = dialect
         self.binder = binder
         self.pinned = now

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -27,7 +27,7 @@ from txqueue.drivers.engines import traits_named
 from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import InvalidArgument, NotFound, TxqueueError
 from txqueue.sql import information_schema
-from txqueue.sql.compiler import Compiler, Output
+from txqueue.sql.compiler import EXACT_NAME, Compiler, Output
 from txqueue.sql.functions import check_functions
 from txqueue.sql.information_schema import VIEWS, is_view, view_name
 from txqueue.sql.params import Binder
@@ -66,6 +66,8 @@ class DmlPlan:
 
 
 Plan = QueryPlan | DmlPlan | ReceivePlan | RenewPlan
+#: How many plans of one statement without parameters are kept (engines × schema versions).
+_PLANS_KEPT = 8
 
 
 def _guard(function: Callable[[], T]) -> T:
@@ -80,27 +82,30 @@ def _guard(function: Callable[[], T]) -> T:
         raise InvalidArgument(f"cannot translate the SQL statement: {error}") from error
 
 
-def parse_sql(text: str, dialect: Dialect | str) -> Statement:
-    """Parse one statement of ``dialect`` (a trailing ``;`` and comments are fine)."""
+def parse_sql(text: str, dialect: Dialect | str, *, internal: bool = False) -> Statement:
+    """Parse one statement of ``dialect`` (a trailing ``;`` and comments are fine).
+
+    ``internal``: txqueue's own statement, which may name its reserved ``txqueue_`` tables.
+    """
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument("sql must be a non-empty string")
     try:
         chosen = Dialect(dialect)
     except ValueError:
         raise InvalidArgument(f"unknown dialect {dialect!r}") from None
-    return _parse_cached(text, chosen)
+    return _parse_cached(text, chosen, internal)
 
 
 @lru_cache(maxsize=256)
-def _parse_cached(text: str, dialect: Dialect) -> Statement:
+def _parse_cached(text: str, dialect: Dialect, internal: bool = False) -> Statement:
     """Statements are never changed after parsing (``plan`` works on a copy), so reuse them."""
-    return _guard(lambda: Statement(text, dialect))
+    return _guard(lambda: Statement(text, dialect, internal))
 
 
 class Statement:
     """A parsed statement: ``kind`` is query, dml, receive or renewlease."""
 
-    def __init__(self, text: str, dialect: Dialect) -> None:
+    def __init__(self, text: str, dialect: Dialect, internal: bool = False) -> None:
         self.text = text
         self.dialect = dialect
         self.source = Source(text)
@@ -118,8 +123,11 @@ class Statement:
                 "ASSERT_ROWS_MODIFIED applies to INSERT, UPDATE and DELETE statements "
                 f"(at {self.source.where(self.prepared.assert_offset)})"
             )
-        self._check_names()
+        if not internal:  # txqueue's own statements name its reserved tables
+            self._check_names()
         self.tables = self._tables()
+        #: Plans of the statement without parameters, by engine, time and tables read.
+        self._plans: dict[tuple[Any, ...], Plan] = {}
         #: Whether the statement reads INFORMATION_SCHEMA (its plan needs the whole catalog).
         self.reads_information_schema = any(
             is_view(table) for table in self.tree.find_all(exp.Table)
@@ -224,7 +232,21 @@ class Statement:
         """What to run on ``engine``; ``tables`` maps lower-cased names to their schema.
         A statement that `reads_information_schema` needs the whole ``catalog``."""
         traits_named(engine)  # InvalidArgument for an engine txqueue does not know
-        return _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
+        if params or param_types or catalog is not None or self.function is not None:
+            return _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
+        # Without parameters the plan depends only on the engine, the time and the tables it
+        # reads: reuse it (copying a tree and generating SQL costs ~1 ms; the event layer reads
+        # its configuration so at every publish).
+        key = (engine, now, tuple(tables.get(name.lower()) for name in self.tables))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            self._plans[key] = plan
+        if isinstance(plan, (QueryPlan, DmlPlan)):
+            return replace(plan, params=dict(plan.params))
+        return plan
 
     def _plan(
         self,
@@ -320,7 +342,8 @@ def _generate(tree: exp.Expression, traits: EngineTraits) -> TranslatedSql:
     """Engine SQL: every name quoted (lower-cased where the engine folds names)."""
     for identifier in tree.find_all(exp.Identifier):
         identifier.set("quoted", True)
-        if traits.lower_case_names:
+        exact = identifier._meta and identifier._meta.get(EXACT_NAME)
+        if traits.lower_case_names and not exact:  # an application's names keep their case
             identifier.set("this", str(identifier.this).lower())
     if traits.emulates_types:  # TIMESTAMP arithmetic is rewritten; no INTERVAL type is left
         leftover = tree.find(exp.Interval)

@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
+    AddColumn,
     Catalog,
     CreateIndex,
     CreateTable,
@@ -38,11 +39,15 @@ from txqueue.drivers._async_compat import monotonic, run_blocking, sleep
 from txqueue.drivers.base import (
     BrowseParams,
     DeadLetterParams,
+    DeleteMessagesParams,
+    MakeReadyParams,
+    PauseParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
     begin_sqlalchemy,
 )
+from txqueue.drivers.postgres import _async_actions as actions
 from txqueue.drivers.postgres import _async_browse as browse
 from txqueue.drivers.postgres import _async_dead_letters as dead_letters
 from txqueue.drivers.postgres import _async_server as server
@@ -64,9 +69,13 @@ from txqueue.drivers.postgres.statements import (
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
+    PAUSE,
+    PAUSED,
     RECORD_DIALECT,
     RECORDED_DIALECT,
+    RESUME,
     STATISTICS_STALE,
+    add_column,
     create_index,
     create_table,
     ident,
@@ -295,9 +304,10 @@ class AsyncPostgresDriver:
             if dropped is None:
                 return
             await connection.execute(f"DROP TABLE {ident(dropped.name)}")
-            await connection.execute(
-                "DELETE FROM txqueue_dead_letters WHERE queue = %s", [dropped.name.lower()]
-            )
+            for forgotten in ("txqueue_dead_letters", "txqueue_paused"):
+                await connection.execute(
+                    f"DELETE FROM {forgotten} WHERE queue = %s", [dropped.name.lower()]
+                )
             await connection.execute(
                 forget, [dropped.name.lower(), "queue" if dropped.is_queue else "table"]
             )
@@ -313,6 +323,15 @@ class AsyncPostgresDriver:
             await connection.execute(
                 record, [index.name.lower(), "index", json.dumps(index.to_json())]
             )
+        elif isinstance(statement, AddColumn):
+            found = tables.get(statement.table.lower())
+            if found is not None and not found.has_column(statement.column.name):
+                await connection.execute(add_column(found, statement.column))
+                widened = tables[found.name.lower()] = found.with_column(statement.column)
+                await connection.execute(
+                    "UPDATE txqueue_objects SET definition = %s WHERE name = %s",
+                    [json.dumps(widened.to_json()), widened.name.lower()],
+                )
         elif isinstance(statement, DropIndex):
             cursor = await connection.execute(
                 "DELETE FROM txqueue_objects WHERE name = %s AND kind = 'index' RETURNING definition",
@@ -437,6 +456,13 @@ class AsyncPostgresDriver:
         return renewals
 
     async def release(self, params: ReleaseParams) -> int:
+        if params.error is not None:  # a failed attempt: its message's history grows
+            released = await self._with_connection(
+                dead_letters.release_failed, params, self.deliver_column
+            )
+            if released:
+                self.notify([params.queue.name])
+            return released
         statements = queue_statements(params.queue, self.deliver_column)
         connection = await self.get()
         try:
@@ -483,6 +509,23 @@ class AsyncPostgresDriver:
 
     async def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
         return await self._with_connection(dead_letters.purge, queue, keys)
+
+    async def delete_messages(self, params: DeleteMessagesParams) -> int:
+        return await self._with_connection(actions.delete_messages, params, self.deliver_column)
+
+    async def make_ready(self, params: MakeReadyParams) -> int:
+        changed = await self._with_connection(actions.make_ready, params, self.deliver_column)
+        if changed:
+            self.notify([params.queue.name])
+        return changed
+
+    async def set_paused(self, params: PauseParams) -> None:
+        await self._run(PAUSE if params.paused else RESUME, [params.queue.name.lower()], False)
+        if not params.paused:
+            self.notify([params.queue.name])
+
+    async def is_paused(self, queue: Table) -> bool:
+        return bool(await self._run(PAUSED, [queue.name.lower()]))
 
     async def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         statements = queue_statements(queue, self.deliver_column)

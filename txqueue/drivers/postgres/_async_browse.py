@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from txqueue.core.failures import read_history
 from txqueue.core.schema import Table
 from txqueue.drivers.base import BrowseParams
 from txqueue.drivers.browse import prefix_end, string_prefix
@@ -82,7 +83,7 @@ async def list_messages(connection: Any, params: BrowseParams, deliver: str) -> 
         f"{_CLOCK} SELECT {', '.join(keys)}, {ident(table.payload_column.name)},"
         f" {ident(deliver)}, CASE WHEN _txq_lease_expiration > clock.now"
         " THEN _txq_lease_expiration END, _txq_delivery_count, _txq_last_error,"
-        f" {state} FROM {ident(table.name)}, clock"
+        f" {state}, _txq_last_failure FROM {ident(table.name)}, clock"
     )
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -92,19 +93,24 @@ async def list_messages(connection: Any, params: BrowseParams, deliver: str) -> 
         rows = await cursor.fetchall()
     width = len(keys)
     payload_column = table.payload_column
-    return [
-        StoredMessage(
-            queue=table.name,
-            key=tuple(decode(c, v) for c, v in zip(columns, row[:width])),
-            payload=decode(payload_column, row[width]),
-            deliver_time=utc(row[width + 1]),
-            state=row[width + 5],
-            lease_expiration=None if row[width + 2] is None else utc(row[width + 2]),
-            delivery_count=int(row[width + 3]),
-            last_error=row[width + 4],
+    messages = []
+    for row in rows:
+        last_failure = None if row[width + 6] is None else utc(row[width + 6])
+        last_error, failures = read_history(row[width + 4], int(row[width + 3]), last_failure)
+        messages.append(
+            StoredMessage(
+                queue=table.name,
+                key=tuple(decode(c, v) for c, v in zip(columns, row[:width])),
+                payload=decode(payload_column, row[width]),
+                deliver_time=utc(row[width + 1]),
+                state=row[width + 5],
+                lease_expiration=None if row[width + 2] is None else utc(row[width + 2]),
+                delivery_count=int(row[width + 3]),
+                last_error=last_error,
+                failures=failures,
+            )
         )
-        for row in rows
-    ]
+    return messages
 
 
 async def _bytewise(connection: Any) -> bool:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
 
 import psycopg
 
-from txqueue.core.schema import Catalog, catalog_from_rows
+from txqueue.core.schema import Catalog, Table, catalog_from_rows
 from txqueue.drivers.base import (
     AckParams,
     DeleteParams,
@@ -38,7 +39,7 @@ from txqueue.drivers.base import (
     message_missing,
 )
 from txqueue.drivers.buffered import FLUSH_AT, runs
-from txqueue.drivers.postgres import writes
+from txqueue.drivers.postgres import application, writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
 from txqueue.drivers.postgres.runs import commit_statement, encoded_key, run_statement
 from txqueue.drivers.postgres.statements import (
@@ -85,6 +86,13 @@ class AsyncPostgresTransaction:
 
     async def load_catalog(self) -> Catalog:
         return await read_catalog(self._connection)
+
+    async def application_tables(self, names: Sequence[str] | None) -> dict[str, Table]:
+        with map_errors():
+            cursor = await self._connection.execute(
+                application.APPLICATION_COLUMNS, application.parameters(names)
+            )
+            return application.application_tables(await cursor.fetchall())
 
     async def _execute(self, sql: str, params: Any = None) -> Any:
         """Run one statement after the buffered operations; BEGIN rides along if needed."""

@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 from txqueue.core.leases import token_expiration_micros
 from txqueue.core.schema import (
     DELIVER_TIME,
+    AddColumn,
     Catalog,
     CreateIndex,
     CreateTable,
@@ -38,11 +39,15 @@ from txqueue.drivers._sync_compat import monotonic, run_blocking, sleep
 from txqueue.drivers.base import (
     BrowseParams,
     DeadLetterParams,
+    DeleteMessagesParams,
+    MakeReadyParams,
+    PauseParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
     begin_sqlalchemy,
 )
+from txqueue.drivers.postgres import _sync_actions as actions
 from txqueue.drivers.postgres import _sync_browse as browse
 from txqueue.drivers.postgres import _sync_dead_letters as dead_letters
 from txqueue.drivers.postgres import _sync_server as server
@@ -64,9 +69,13 @@ from txqueue.drivers.postgres.statements import (
     CHANNEL,
     DDL_LOCK,
     FORGET_COMMITS,
+    PAUSE,
+    PAUSED,
     RECORD_DIALECT,
     RECORDED_DIALECT,
+    RESUME,
     STATISTICS_STALE,
+    add_column,
     create_index,
     create_table,
     ident,
@@ -291,9 +300,10 @@ class PostgresDriver:
             if dropped is None:
                 return
             connection.execute(f"DROP TABLE {ident(dropped.name)}")
-            connection.execute(
-                "DELETE FROM txqueue_dead_letters WHERE queue = %s", [dropped.name.lower()]
-            )
+            for forgotten in ("txqueue_dead_letters", "txqueue_paused"):
+                connection.execute(
+                    f"DELETE FROM {forgotten} WHERE queue = %s", [dropped.name.lower()]
+                )
             connection.execute(
                 forget, [dropped.name.lower(), "queue" if dropped.is_queue else "table"]
             )
@@ -307,6 +317,15 @@ class PostgresDriver:
                 return
             connection.execute(create_index(index))
             connection.execute(record, [index.name.lower(), "index", json.dumps(index.to_json())])
+        elif isinstance(statement, AddColumn):
+            found = tables.get(statement.table.lower())
+            if found is not None and not found.has_column(statement.column.name):
+                connection.execute(add_column(found, statement.column))
+                widened = tables[found.name.lower()] = found.with_column(statement.column)
+                connection.execute(
+                    "UPDATE txqueue_objects SET definition = %s WHERE name = %s",
+                    [json.dumps(widened.to_json()), widened.name.lower()],
+                )
         elif isinstance(statement, DropIndex):
             cursor = connection.execute(
                 "DELETE FROM txqueue_objects WHERE name = %s AND kind = 'index' RETURNING definition",
@@ -429,6 +448,13 @@ class PostgresDriver:
         return renewals
 
     def release(self, params: ReleaseParams) -> int:
+        if params.error is not None:  # a failed attempt: its message's history grows
+            released = self._with_connection(
+                dead_letters.release_failed, params, self.deliver_column
+            )
+            if released:
+                self.notify([params.queue.name])
+            return released
         statements = queue_statements(params.queue, self.deliver_column)
         connection = self.get()
         try:
@@ -471,6 +497,23 @@ class PostgresDriver:
 
     def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
         return self._with_connection(dead_letters.purge, queue, keys)
+
+    def delete_messages(self, params: DeleteMessagesParams) -> int:
+        return self._with_connection(actions.delete_messages, params, self.deliver_column)
+
+    def make_ready(self, params: MakeReadyParams) -> int:
+        changed = self._with_connection(actions.make_ready, params, self.deliver_column)
+        if changed:
+            self.notify([params.queue.name])
+        return changed
+
+    def set_paused(self, params: PauseParams) -> None:
+        self._run(PAUSE if params.paused else RESUME, [params.queue.name.lower()], False)
+        if not params.paused:
+            self.notify([params.queue.name])
+
+    def is_paused(self, queue: Table) -> bool:
+        return bool(self._run(PAUSED, [queue.name.lower()]))
 
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         statements = queue_statements(queue, self.deliver_column)

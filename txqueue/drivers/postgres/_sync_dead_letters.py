@@ -1,5 +1,6 @@
 # Generated from txqueue/drivers/postgres/_async_dead_letters.py by tools/async_to_sync.py; do not edit.
-"""Dead letters on PostgreSQL: the atomic move out of a queue, listing, replay and purge.
+"""Dead letters on PostgreSQL: the atomic move out of a queue, listing, replay and purge;
+and the release of a failed attempt, which extends its message's failure history.
 
 Functions over one pooled connection (autocommit; each opens its own transaction).
 
@@ -13,8 +14,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from txqueue.core.codec import dump_key, dump_payload, load_key, load_payload
+from txqueue.core.failures import record_failure
 from txqueue.core.schema import Table
-from txqueue.drivers.base import DeadLetterParams, lease_lost, message_missing
+from txqueue.drivers.base import (
+    DeadLetterParams,
+    ReleaseParams,
+    dead_letter_record,
+    lease_lost,
+    message_missing,
+)
 from txqueue.drivers.postgres.codec import (
     decode,
     encode,
@@ -26,7 +34,7 @@ from txqueue.drivers.postgres.codec import (
 from txqueue.drivers.postgres.statements import queue_statements
 from txqueue.models import DeadLetter
 
-__all__ = ["count", "dead_letter", "dead_letters", "purge", "replay"]
+__all__ = ["count", "dead_letter", "dead_letters", "purge", "release_failed", "replay"]
 
 _RECORD = (
     "INSERT INTO txqueue_dead_letters (queue, key, payload, attempts, last_error,"
@@ -60,6 +68,7 @@ def dead_letter(connection: Any, params: DeadLetterParams, deliver: str) -> None
                     raise lease_lost(table, params.key)
                 raise message_missing(table, params.key)
             payload = decode(table.payload_column, row[0])
+            history = record_failure(row[4], params.error, params.failure, row[1], utc(row[3]))
             connection.execute(
                 _RECORD,
                 [
@@ -67,7 +76,7 @@ def dead_letter(connection: Any, params: DeadLetterParams, deliver: str) -> None
                     dump_key(table, params.key),
                     dump_payload(table, payload),
                     row[1],
-                    params.error,
+                    history,
                     row[2],
                     row[3],
                 ],
@@ -83,17 +92,53 @@ def dead_letters(connection: Any, table: Table, limit: int) -> list[DeadLetter]:
         )
         rows = cursor.fetchall()
     return [
-        DeadLetter(
-            queue=table.name,
-            key=load_key(table, key),
-            payload=load_payload(table, payload),
-            attempts=attempts,
-            last_error=error,
-            first_failure=utc(first),
-            last_failure=utc(last),
+        dead_letter_record(
+            table,
+            load_key(table, key),
+            load_payload(table, payload),
+            attempts,
+            stored,
+            utc(first),
+            utc(last),
         )
-        for key, payload, attempts, error, first, last in rows
+        for key, payload, attempts, stored, first, last in rows
     ]
+
+
+def release_failed(connection: Any, params: ReleaseParams, deliver: str) -> int:
+    """Release leases recording a failed attempt: each message's failure history is read
+    under a row lock and written back one entry longer, in one transaction."""
+    statements = queue_statements(params.queue, deliver)
+    assert params.error is not None
+    released = 0
+    with map_errors():
+        with connection.transaction():
+            for token in dict.fromkeys(params.tokens):
+                location = token_location(token)
+                if location is None:
+                    continue  # not one of ours: it holds no lease
+                stored = stored_token(token)
+                cursor = connection.execute(
+                    statements.failures,
+                    {"now": params.now, "stored": stored, "location": location},
+                )
+                row = cursor.fetchone()
+                if row is None:
+                    continue
+                now = utc(row[2])
+                history = record_failure(row[0], params.error, params.failure, row[1], now)
+                cursor = connection.execute(
+                    statements.release,
+                    {
+                        "now": now,
+                        "stored": [stored],
+                        "locations": [location],
+                        "delay": params.delay,
+                        "error": history,
+                    },
+                )
+                released += int(cursor.rowcount)
+    return released
 
 
 def replay(

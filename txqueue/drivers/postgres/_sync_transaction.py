@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
 
 import psycopg
 
-from txqueue.core.schema import Catalog, catalog_from_rows
+from txqueue.core.schema import Catalog, Table, catalog_from_rows
 from txqueue.drivers.base import (
     AckParams,
     DeleteParams,
@@ -39,7 +40,7 @@ from txqueue.drivers.base import (
     message_missing,
 )
 from txqueue.drivers.buffered import FLUSH_AT, runs
-from txqueue.drivers.postgres import writes
+from txqueue.drivers.postgres import application, writes
 from txqueue.drivers.postgres.codec import checked_token_parts, encode, map_errors
 from txqueue.drivers.postgres.runs import commit_statement, encoded_key, run_statement
 from txqueue.drivers.postgres.statements import (
@@ -86,6 +87,13 @@ class PostgresTransaction:
 
     def load_catalog(self) -> Catalog:
         return read_catalog(self._connection)
+
+    def application_tables(self, names: Sequence[str] | None) -> dict[str, Table]:
+        with map_errors():
+            cursor = self._connection.execute(
+                application.APPLICATION_COLUMNS, application.parameters(names)
+            )
+            return application.application_tables(cursor.fetchall())
 
     def _execute(self, sql: str, params: Any = None) -> Any:
         """Run one statement after the buffered operations; BEGIN rides along if needed."""

@@ -29,10 +29,15 @@ __all__ = [
     "COMMIT_MARKER",
     "FORGET_COMMITS",
     "NOTIFY_SENT",
+    "PAUSE",
+    "PAUSED",
     "RECORDED_DIALECT",
     "RECORD_DIALECT",
+    "RESUME",
     "STATISTICS_STALE",
+    "ActionStatements",
     "QueueStatements",
+    "action_statements",
     "create_index",
     "create_table",
     "ident",
@@ -68,6 +73,8 @@ CATALOG = (
     " PRIMARY KEY (queue, key))",
     "CREATE TABLE IF NOT EXISTS txqueue_ledger ("
     " key text PRIMARY KEY, recorded_at timestamptz NOT NULL DEFAULT now())",
+    # One row per paused queue (lower-cased name): its receives lease nothing.
+    "CREATE TABLE IF NOT EXISTS txqueue_paused (queue text PRIMARY KEY)",
     # One row per connection that committed writes: the token of its latest commit. A COMMIT
     # whose reply is lost is resolved by reading it once that connection's backend is gone.
     "CREATE TABLE IF NOT EXISTS txqueue_commits ("
@@ -140,6 +147,10 @@ RECORD_DIALECT = (
     "INSERT INTO txqueue_settings (name, value) VALUES ('dialect', %s)"
     " ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
+#: Pause a queue (idempotent), resume it, and whether it is paused: lower-cased names.
+PAUSE = "INSERT INTO txqueue_paused (queue) VALUES (%s) ON CONFLICT DO NOTHING"
+RESUME = "DELETE FROM txqueue_paused WHERE queue = %s"
+PAUSED = "SELECT 1 FROM txqueue_paused WHERE queue = %s"
 #: Marker slots of connections gone for a day (their rows are never needed again).
 FORGET_COMMITS = "DELETE FROM txqueue_commits WHERE touched < now() - interval '1 day'"
 
@@ -201,6 +212,11 @@ def _length(column: Column) -> str:
 #: an entry in each index (measured on a 20k drain: 8-10 against 14-18 µs of server CPU a
 #: message to receive, 559 against 855 bytes of WAL). Waiting messages take twice the space.
 QUEUE_FILLFACTOR = 50
+
+
+def add_column(table: Table, column: Column) -> str:
+    """ALTER TABLE … ADD COLUMN for a nullable column (none if another process added it)."""
+    return f"ALTER TABLE {ident(table.name)} ADD COLUMN IF NOT EXISTS {_column(column)}"
 
 
 def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[str]:
@@ -291,6 +307,14 @@ def _backoff(count: str) -> str:
     return f"interval '1 second' * least(1 << {exponent}, {MAX_BACKOFF_SECONDS})"
 
 
+def not_paused(table: Table) -> str:
+    """SQL true while ``table`` is not paused. It names no column of the queue, so the
+    planner runs it once per statement, as a one-time filter above the ready index scan (no
+    extra query, and the scan is skipped altogether while the queue is paused)."""
+    name = table.name.lower().replace("'", "''")
+    return f"NOT EXISTS (SELECT 1 FROM txqueue_paused WHERE queue = '{name}')"
+
+
 def lease_gate(expiration: str, count: str) -> str:
     """SQL for when a leased message is receivable again: its lease's expiration plus the
     redelivery backoff after ``count`` leases (the one it is under included)."""
@@ -324,6 +348,8 @@ class QueueStatements:
     lease_held: str
     analyze: str
     trace: str
+    #: the failure history, delivery count and time of a message a live lease holds, locked
+    failures: str
 
 
 @lru_cache(maxsize=512)
@@ -408,6 +434,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     due = (
         f"{ready} <= {statement_now}"
         f" AND (_txq_lease_expiration IS NULL OR {gate} <= {statement_now})"
+        f" AND {not_paused(table)}"
     )
     pick = f" ORDER BY {ready} LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
     # The same from a floor (drivers.postgres.floors), past the acked rows' index entries.
@@ -442,6 +469,7 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f" (SELECT min({leased_receivable}) FROM {name}"
             f" WHERE {ready} < coalesce((SELECT ready FROM first), 'infinity')"
             f" AND _txq_lease_expiration IS NOT NULL)) - {now})::float8"
+            f" WHERE {not_paused(table)}"  # paused: no row, nothing becomes ready
         ),
         # Tokens arrive split (codec.stored_token, codec.token_location): stored part and ctid.
         renew=(
@@ -505,7 +533,13 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f" DELETE FROM {name} AS q USING clock WHERE {key_match}"
             " AND _txq_lease_token = %s AND q.ctid = %s::tid AND _txq_lease_expiration > clock.now"
             f" RETURNING {payload}, _txq_delivery_count, coalesce(_txq_first_failure, clock.now),"
-            " clock.now"
+            " clock.now, _txq_last_error"
+        ),
+        failures=(
+            f"WITH clock AS (SELECT {now} AS now)"
+            f" SELECT q._txq_last_error, q._txq_delivery_count, clock.now FROM {name} AS q, clock"
+            " WHERE q.ctid = %(location)s::tid AND q._txq_lease_token = %(stored)s"
+            " AND q._txq_lease_expiration > clock.now FOR UPDATE OF q"
         ),
         # Ready: receivable now; leased: under an unexpired lease; scheduled: the rest (due
         # later, or after an expired lease's backoff).
@@ -521,5 +555,46 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " extract(epoch FROM clock.now - min(deliver) FILTER"
             " (WHERE receivable <= clock.now))::float8"
             " FROM q, clock GROUP BY clock.now"
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ActionStatements:
+    """Deleting chosen messages, or setting when they are ready: ``lock`` row-locks the
+    messages of the keys (one array per key column) and tells each one's input place, whether
+    a live lease holds it and its location; the change then goes by those locations."""
+
+    lock: str
+    delete: str
+    make_ready: str
+
+
+@lru_cache(maxsize=512)
+def action_statements(table: Table, deliver_time: str) -> ActionStatements:
+    """Build (once) the SQL acting on chosen messages of ``table``."""
+    name = ident(table.name)
+    keys = [ident(k) for k in table.primary_key]
+    aliases = [f"_k{i}" for i in range(len(keys))]
+    arrays = [f"%(k{i})s::{_array_type(c)}[]" for i, c in enumerate(table.key_columns)]
+    now = "coalesce(%(now)s::timestamptz, clock_timestamp())"
+    located = "ctid = ANY(%(locations)s::text[]::tid[])"
+    return ActionStatements(
+        # The first key column's array drives an index scan (joined to unnest() alone, a
+        # plan may hash the whole table).
+        lock=(
+            f"WITH clock AS (SELECT {now} AS now)"
+            f" SELECT _input._i, q._txq_lease_expiration > clock.now, q.ctid::text"
+            f" FROM unnest({', '.join(arrays)}) WITH ORDINALITY"
+            f" AS _input({', '.join(aliases)}, _i)"
+            f" JOIN {name} AS q ON ({', '.join(f'q.{k}' for k in keys)}) ="
+            f" ({', '.join(f'_input.{a}' for a in aliases)})"
+            f" CROSS JOIN clock WHERE q.{keys[0]} = ANY({arrays[0]}) FOR UPDATE OF q"
+        ),
+        delete=f"DELETE FROM {name} WHERE {located}",
+        make_ready=(
+            f"UPDATE {name} SET {ident(deliver_time)} = coalesce(%(deliver)s::timestamptz,"
+            f" {now}), _txq_ready_at = NULL, _txq_lease_token = NULL,"
+            f" _txq_lease_expiration = NULL WHERE {located}"
         ),
     )

@@ -27,7 +27,10 @@ from txqueue.drivers.base import (
     AckParams,
     BrowseParams,
     DeadLetterParams,
+    DeleteMessagesParams,
     DeleteParams,
+    MakeReadyParams,
+    PauseParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
@@ -36,7 +39,15 @@ from txqueue.drivers.base import (
     begin_sqlalchemy,
 )
 from txqueue.drivers.buffered import FLUSH_AT
-from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
+from txqueue.drivers.sqlite import (
+    actions,
+    application,
+    browse,
+    catalog,
+    dead_letters,
+    engine,
+    leasing,
+)
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.locking import (
     begin_immediate,
@@ -111,6 +122,9 @@ class AsyncSqliteTransaction:
 
     async def load_catalog(self) -> Catalog:
         return await self._run(catalog.load_catalog)
+
+    async def application_tables(self, names: Sequence[str] | None) -> dict[str, Table]:
+        return await self._run(application.application_tables, names)
 
     def _release_writer(self) -> None:
         if self._writer is not None:
@@ -417,6 +431,23 @@ class AsyncSqliteDriver:
 
     async def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
         return await self._with_connection(dead_letters.purge, queue, keys)
+
+    async def delete_messages(self, params: DeleteMessagesParams) -> int:
+        return await self._with_connection(actions.delete_messages, params, self.deliver_column)
+
+    async def make_ready(self, params: MakeReadyParams) -> int:
+        changed = await self._with_connection(actions.make_ready, params, self.deliver_column)
+        if changed:
+            notify(self.wakeup_directory, [params.queue.name])
+        return changed
+
+    async def set_paused(self, params: PauseParams) -> None:
+        await self._with_connection(catalog.set_paused, params)
+        if not params.paused:
+            notify(self.wakeup_directory, [params.queue.name])
+
+    async def is_paused(self, queue: Table) -> bool:
+        return await self._with_connection(catalog.is_paused, queue)
 
     async def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         counts = await self._with_connection(

@@ -27,7 +27,10 @@ from txqueue.drivers.base import (
     AckParams,
     BrowseParams,
     DeadLetterParams,
+    DeleteMessagesParams,
     DeleteParams,
+    MakeReadyParams,
+    PauseParams,
     ReceiveParams,
     ReleaseParams,
     RenewParams,
@@ -36,7 +39,15 @@ from txqueue.drivers.base import (
     begin_sqlalchemy,
 )
 from txqueue.drivers.buffered import FLUSH_AT
-from txqueue.drivers.sqlite import browse, catalog, dead_letters, engine, leasing
+from txqueue.drivers.sqlite import (
+    actions,
+    application,
+    browse,
+    catalog,
+    dead_letters,
+    engine,
+    leasing,
+)
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.locking import (
     begin_immediate,
@@ -111,6 +122,9 @@ class SqliteTransaction:
 
     def load_catalog(self) -> Catalog:
         return self._run(catalog.load_catalog)
+
+    def application_tables(self, names: Sequence[str] | None) -> dict[str, Table]:
+        return self._run(application.application_tables, names)
 
     def _release_writer(self) -> None:
         if self._writer is not None:
@@ -407,6 +421,23 @@ class SqliteDriver:
 
     def purge_dead_letters(self, queue: Table, keys: Sequence[tuple[Any, ...]] | None) -> int:
         return self._with_connection(dead_letters.purge, queue, keys)
+
+    def delete_messages(self, params: DeleteMessagesParams) -> int:
+        return self._with_connection(actions.delete_messages, params, self.deliver_column)
+
+    def make_ready(self, params: MakeReadyParams) -> int:
+        changed = self._with_connection(actions.make_ready, params, self.deliver_column)
+        if changed:
+            notify(self.wakeup_directory, [params.queue.name])
+        return changed
+
+    def set_paused(self, params: PauseParams) -> None:
+        self._with_connection(catalog.set_paused, params)
+        if not params.paused:
+            notify(self.wakeup_directory, [params.queue.name])
+
+    def is_paused(self, queue: Table) -> bool:
+        return self._with_connection(catalog.is_paused, queue)
 
     def queue_counts(self, queue: Table) -> Mapping[str, Any]:
         counts = self._with_connection(leasing.counts, queue, self.deliver_column, self.clock())

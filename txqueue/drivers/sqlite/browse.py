@@ -11,6 +11,7 @@ import sqlite3
 from typing import Any
 
 from txqueue.core.durations import from_micros
+from txqueue.core.failures import read_history
 from txqueue.core.schema import Table
 from txqueue.drivers.base import BrowseParams
 from txqueue.drivers.browse import prefix_end, string_prefix
@@ -49,7 +50,13 @@ def list_messages(
     keys = [quote(k) for k in table.primary_key]
     columns = table.key_columns
     state = _state_sql(deliver)
-    hidden = ["_txq_lease_expiration", "_txq_delivery_count", "_txq_last_error", state]
+    hidden = [
+        "_txq_lease_expiration",
+        "_txq_delivery_count",
+        "_txq_last_error",
+        state,
+        "_txq_last_failure",
+    ]
     select = ", ".join([*keys, quote(table.payload_column.name), quote(deliver), *hidden])
     arguments: list[Any] = [now, now]
     where: list[str] = []
@@ -90,19 +97,24 @@ def list_messages(
         rows = connection.execute(sql, arguments).fetchall()
     width = len(keys)
     payload_column = table.payload_column
-    return [
-        StoredMessage(
-            queue=table.name,
-            key=tuple(decode(c, v) for c, v in zip(columns, row[:width])),
-            payload=decode(payload_column, row[width]),
-            deliver_time=from_micros(row[width + 1]),
-            state=_STATES[row[width + 5]],
-            lease_expiration=from_micros(row[width + 2]) if row[width + 5] == 1 else None,
-            delivery_count=int(row[width + 3]),
-            last_error=row[width + 4],
+    messages = []
+    for row in rows:
+        last_failure = None if row[width + 6] is None else from_micros(row[width + 6])
+        last_error, failures = read_history(row[width + 4], int(row[width + 3]), last_failure)
+        messages.append(
+            StoredMessage(
+                queue=table.name,
+                key=tuple(decode(c, v) for c, v in zip(columns, row[:width])),
+                payload=decode(payload_column, row[width]),
+                deliver_time=from_micros(row[width + 1]),
+                state=_STATES[row[width + 5]],
+                lease_expiration=from_micros(row[width + 2]) if row[width + 5] == 1 else None,
+                delivery_count=int(row[width + 3]),
+                last_error=last_error,
+                failures=failures,
+            )
         )
-        for row in rows
-    ]
+    return messages
 
 
 def _state_range(

@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from txqueue.core.schema import (
+    AddColumn,
     CreateIndex,
     CreateTable,
     DdlStatement,
@@ -18,17 +19,19 @@ from txqueue.core.schema import (
     catalog_from_rows,
     check_dialect,
 )
+from txqueue.drivers.base import PauseParams
 from txqueue.drivers.sqlite.engine import map_errors
 from txqueue.drivers.sqlite.locking import begin_immediate
 from txqueue.drivers.sqlite.statements import (
     CATALOG,
     TRACE_CONTEXT,
+    add_column,
     create_index,
     create_table,
     quote,
 )
 
-__all__ = ["apply_ddl", "initialize", "load_catalog"]
+__all__ = ["apply_ddl", "initialize", "is_paused", "load_catalog", "set_paused"]
 
 
 def initialize(connection: sqlite3.Connection, dialect: Dialect | None) -> Dialect:
@@ -90,6 +93,27 @@ def add_trace_columns(connection: sqlite3.Connection) -> None:
         connection.execute(f"ALTER TABLE {quote(name)} ADD COLUMN {TRACE_CONTEXT} TEXT")
 
 
+def set_paused(connection: sqlite3.Connection, params: PauseParams) -> None:
+    """Pause or resume a queue: add or remove its row of ``txqueue_paused`` (idempotent)."""
+    name = params.queue.name.lower()
+    with map_errors():
+        if params.paused:
+            connection.execute(
+                "INSERT INTO txqueue_paused (queue) VALUES (?) ON CONFLICT DO NOTHING", (name,)
+            )
+        else:
+            connection.execute("DELETE FROM txqueue_paused WHERE queue = ?", (name,))
+
+
+def is_paused(connection: sqlite3.Connection, queue: Table) -> bool:
+    """Whether ``queue`` has a row in ``txqueue_paused``."""
+    with map_errors():
+        row = connection.execute(
+            "SELECT 1 FROM txqueue_paused WHERE queue = ?", (queue.name.lower(),)
+        ).fetchone()
+    return row is not None
+
+
 def load_catalog(connection: sqlite3.Connection) -> tuple[dict[str, Table], dict[str, Index]]:
     """Every table and index txqueue knows, by lower-cased name."""
     with map_errors():
@@ -141,6 +165,7 @@ def _apply(
         connection.execute(f"DROP TABLE {quote(name)}")
         connection.execute("DELETE FROM txqueue_objects WHERE name = ?", (name.lower(),))
         connection.execute("DELETE FROM txqueue_dead_letters WHERE queue = ?", (name.lower(),))
+        connection.execute("DELETE FROM txqueue_paused WHERE queue = ?", (name.lower(),))
     elif isinstance(statement, CreateIndex):
         index = statement.index
         if statement.if_not_exists:
@@ -154,6 +179,16 @@ def _apply(
         connection.execute(
             "INSERT INTO txqueue_objects (name, kind, definition) VALUES (?, 'index', ?)",
             (index.name.lower(), json.dumps(index.to_json())),
+        )
+    elif isinstance(statement, AddColumn):
+        found = tables.get(statement.table.lower())
+        if found is None or found.has_column(statement.column.name):
+            return
+        connection.execute(add_column(found, statement.column))
+        widened = tables[found.name.lower()] = found.with_column(statement.column)
+        connection.execute(
+            "UPDATE txqueue_objects SET definition = ? WHERE name = ?",
+            (json.dumps(widened.to_json()), widened.name.lower()),
         )
     elif isinstance(statement, DropIndex):
         row = connection.execute(

@@ -8,8 +8,14 @@ from typing import Any
 
 from txqueue.core.codec import dump_key, dump_payload, load_key, load_payload
 from txqueue.core.durations import from_micros
+from txqueue.core.failures import record_failure
 from txqueue.core.schema import Table
-from txqueue.drivers.base import DeadLetterParams, lease_lost, message_missing
+from txqueue.drivers.base import (
+    DeadLetterParams,
+    dead_letter_record,
+    lease_lost,
+    message_missing,
+)
 from txqueue.drivers.sqlite.engine import decode, encode, encode_key, map_errors, now_micros
 from txqueue.drivers.sqlite.locking import begin_immediate
 from txqueue.drivers.sqlite.statements import queue_statements
@@ -35,6 +41,7 @@ def dead_letter(connection: sqlite3.Connection, params: DeadLetterParams, delive
                     raise lease_lost(table, params.key)
                 raise message_missing(table, params.key)
             payload = decode(table.payload_column, row[0])
+            history = record_failure(row[3], params.error, params.failure, row[1], from_micros(now))
             connection.execute(
                 "INSERT OR REPLACE INTO txqueue_dead_letters (queue, key, payload, attempts,"
                 " last_error, first_failure, last_failure) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -43,7 +50,7 @@ def dead_letter(connection: sqlite3.Connection, params: DeadLetterParams, delive
                     dump_key(table, params.key),
                     dump_payload(table, payload),
                     row[1],
-                    params.error,
+                    history,
                     row[2] if row[2] is not None else now,
                     now,
                 ),
@@ -62,16 +69,16 @@ def dead_letters(connection: sqlite3.Connection, table: Table, limit: int) -> li
             (table.name.lower(), limit),
         ).fetchall()
     return [
-        DeadLetter(
-            queue=table.name,
-            key=load_key(table, key),
-            payload=load_payload(table, payload),
-            attempts=attempts,
-            last_error=error,
-            first_failure=from_micros(first),
-            last_failure=from_micros(last),
+        dead_letter_record(
+            table,
+            load_key(table, key),
+            load_payload(table, payload),
+            attempts,
+            stored,
+            from_micros(first),
+            from_micros(last),
         )
-        for key, payload, attempts, error, first, last in rows
+        for key, payload, attempts, stored, first, last in rows
     ]
 
 

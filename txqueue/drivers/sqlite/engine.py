@@ -231,7 +231,8 @@ def decode(column: Column, value: Any) -> Any:
     if kind is ColumnType.NUMERIC:
         import decimal
 
-        return decimal.Decimal(value)
+        # an application's NUMERIC column holds REAL: 0.1 reads as 0.1, not its binary value
+        return decimal.Decimal(repr(value) if isinstance(value, float) else value)
     if kind in (ColumnType.FLOAT64, ColumnType.FLOAT32) and isinstance(value, str):
         return float(value)  # 'NaN': SQLite has no NaN value (see sql.rewrite)
     return value

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from txqueue.core.durations import from_micros
+from txqueue.core.failures import record_failure
 from txqueue.core.leases import (
     handed_out_token,
     new_stored_token,
@@ -122,13 +123,21 @@ def release(connection: sqlite3.Connection, params: ReleaseParams, deliver: str)
             rowid = token_locator(token)
             if rowid is None:
                 continue
+            error = params.error
+            if error is not None:  # a failed attempt: its history gains an entry
+                row = connection.execute(
+                    statements.failures, {"rowid": rowid, "token": token, "now": now}
+                ).fetchone()
+                if row is None:
+                    continue  # the lease is gone: nothing to release
+                error = record_failure(row[0], error, params.failure, int(row[1]), from_micros(now))
             released += connection.execute(
                 statements.release,
                 {
                     "ready_at": ready_at,
                     "token": token,
                     "now": now,
-                    "error": params.error,
+                    "error": error,
                     "rowid": rowid,
                 },
             ).rowcount

@@ -15,7 +15,7 @@ from txqueue.core.lengths import constraint_name, limited
 from txqueue.core.schema import Column, ColumnType, Index, Table
 from txqueue.drivers.ddl import create_index as index_ddl
 
-__all__ = ["NOW_MICROS", "QueueStatements", "create_index", "create_table", "quote"]
+__all__ = ["NOW_MICROS", "QueueStatements", "add_column", "create_index", "create_table", "quote"]
 
 #: The hidden column holding the W3C trace context of the send (NULL for plain SQL).
 TRACE_CONTEXT = "_txq_trace_context"
@@ -34,6 +34,8 @@ CATALOG = (
     " PRIMARY KEY (queue, key))",
     "CREATE TABLE IF NOT EXISTS txqueue_ledger ("
     f" key TEXT PRIMARY KEY, recorded_at INTEGER NOT NULL DEFAULT {NOW_MICROS})",
+    # One row per paused queue (lower-cased name): its receives lease nothing.
+    "CREATE TABLE IF NOT EXISTS txqueue_paused (queue TEXT PRIMARY KEY)",
 )
 
 _TYPES = {
@@ -69,6 +71,11 @@ def _length(column: Column) -> str:
     measured = name if column.type is ColumnType.STRING else f"CAST({name} AS BLOB)"
     check = f"length({measured}) <= {column.length}"
     return f" CONSTRAINT {quote(constraint_name(column))} CHECK ({check})"
+
+
+def add_column(table: Table, column: Column) -> str:
+    """ALTER TABLE … ADD COLUMN for a nullable column."""
+    return f"ALTER TABLE {quote(table.name)} ADD COLUMN {_column(column)}"
 
 
 def create_table(table: Table, deliver_time: str, parent: Table | None) -> list[str]:
@@ -125,6 +132,20 @@ class QueueStatements:
     counts: str
     dead_letter: str
     trace: str
+    #: one message's lease expiration (µs, NULL when none), by key
+    lease_of: str
+    delete_one: str
+    #: set a message's deliver time, dropping its backoff and any lease
+    make_ready: str
+    #: the failure history and delivery count of the message a live lease holds
+    failures: str
+
+
+def not_paused(table: Table) -> str:
+    """SQL true while ``table`` is not paused: a constant term of the statement it is in,
+    which SQLite evaluates once, before the scan (one primary-key probe, no extra query)."""
+    name = table.name.lower().replace("'", "''")
+    return f"NOT EXISTS (SELECT 1 FROM txqueue_paused WHERE queue = '{name}')"
 
 
 def backoff_micros(count: str) -> str:
@@ -154,11 +175,12 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             f" _txq_ready_at = :expiration + {backoff_micros('_txq_delivery_count + 1')},"
             " _txq_delivery_count = _txq_delivery_count + 1"
             f" WHERE rowid IN (SELECT rowid FROM {name} WHERE {ready} <= :now"
-            f" ORDER BY {ready} LIMIT :limit)"
+            f" AND {not_paused(table)} ORDER BY {ready} LIMIT :limit)"
             f" RETURNING {returning}, _txq_lease_expiration, _txq_lease_token,"
             f" _txq_delivery_count, {TRACE_CONTEXT}"
         ),
-        next_ready=f"SELECT min({ready}) FROM {name}",
+        # A paused queue has nothing to become ready: its receivers wait to be woken.
+        next_ready=f"SELECT min({ready}) FROM {name} WHERE {not_paused(table)}",
         renew=(
             f"UPDATE {name} SET _txq_lease_token = :new_token,"
             " _txq_lease_expiration = :expiration,"
@@ -188,11 +210,22 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
             " OR _txq_lease_token = ? AND _txq_lease_expiration > ?)"
         ),
         exists=f"SELECT 1 FROM {name} WHERE {key_match}",
+        lease_of=f"SELECT _txq_lease_expiration FROM {name} WHERE {key_match}",
+        delete_one=f"DELETE FROM {name} WHERE {key_match}",
+        make_ready=(
+            f"UPDATE {name} SET {deliver} = ?, _txq_ready_at = NULL,"
+            f" _txq_lease_token = NULL, _txq_lease_expiration = NULL WHERE {key_match}"
+        ),
         trace=f"UPDATE {name} SET {TRACE_CONTEXT} = ? WHERE {key_match}",
         dead_letter=(
             f"DELETE FROM {name} WHERE {key_match}"
             " AND _txq_lease_token = ? AND _txq_lease_expiration > ?"
-            f" RETURNING {payload}, _txq_delivery_count, _txq_first_failure"
+            f" RETURNING {payload}, _txq_delivery_count, _txq_first_failure, _txq_last_error"
+        ),
+        failures=(
+            f"SELECT _txq_last_error, _txq_delivery_count FROM {name}"
+            " WHERE rowid = :rowid AND _txq_lease_token = :token"
+            " AND _txq_lease_expiration > :now"
         ),
         counts=(
             "SELECT"
