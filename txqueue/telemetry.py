@@ -22,6 +22,7 @@ import os
 import sys
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from time import monotonic, time_ns
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -41,6 +42,8 @@ _instruments: _Instruments | None = None
 _tracer_provider: Any = None  # set by configure(): used instead of the global provider
 _meter_provider: Any = None
 _received: OrderedDict[str, str] = OrderedDict()
+#: A stored trace context that the sends of the current block carry instead of a new span.
+_resending: ContextVar[str | None] = ContextVar("txqueue_resending", default=None)
 #: Seconds between looks at the global tracer provider while none is configured.
 RECHECK = 1.0
 _next_check = 0.0  # monotonic time of the next look
@@ -159,6 +162,33 @@ def _take(token: str) -> str | None:
     return _received.pop(token, None) if _received else None
 
 
+def carried(message: Any) -> str | None:
+    """The trace context a received ``message`` carries (its sender's), without taking it."""
+    return _received.get(message.lease_token) if _received else None
+
+
+def renewed(old_token: str, new_token: str) -> None:
+    """A lease was renewed to ``new_token``: the message keeps the context it carried."""
+    context = _received.pop(old_token, None) if _received else None
+    if context is not None:
+        remember(new_token, context)
+
+
+@contextlib.contextmanager
+def resending(context: str | None) -> Iterator[None]:
+    """Sends in the block store ``context`` with their message instead of starting a send
+    span: a message sent again (an event delivery's retry) stays where its first send put
+    it, so every attempt is a child of that one send."""
+    if context is None:
+        yield
+        return
+    token = _resending.set(context)
+    try:
+        yield
+    finally:
+        _resending.reset(token)
+
+
 def _carrier(span: Any) -> str | None:
     """The W3C trace context of ``span`` as stored with a message: traceparent, and the
     tracestate after a newline when there is one; None when the span records nothing."""
@@ -218,6 +248,9 @@ def start_send(queue: str, key: Any, database: Any) -> Any:
     found = tracer()
     if found is None:
         return None
+    carrying = _resending.get()
+    if carrying is not None:  # no span of its own: the message keeps the context it had
+        return _api.trace.get_current_span(_extract(carrying))
     attributes = _attributes("send", "send", queue, database.traits.db_system)
     attributes["messaging.message.id"] = _message_id(key)
     return found.start_span(
@@ -226,8 +259,9 @@ def start_send(queue: str, key: Any, database: Any) -> Any:
 
 
 def sent_context(span: Any) -> str | None:
-    """What a send stores with its message: the send span's trace context, if it records."""
-    return _carrier(span)
+    """What a send stores with its message: the send span's trace context, if it records
+    (inside `resending`, the context carried over)."""
+    return _resending.get() or _carrier(span)
 
 
 @contextlib.contextmanager

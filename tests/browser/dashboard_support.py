@@ -38,6 +38,8 @@ class Seeded:
     pipeline: str = ""
     bus: str = ""
     enrollment: str = ""
+    #: the queue of the tests that pause it and delete its messages (in no ``counts``)
+    changeable: str = ""
 
 
 MARKUP_PAYLOAD = '<script>alert("payload")</script><img src=x onerror="alert(1)">'
@@ -50,6 +52,8 @@ SCHEMA = [
     " PRIMARY KEY (PaymentId)",
     "CREATE QUEUE Notes (NoteId STRING(36) NOT NULL, Payload STRING(MAX) NOT NULL)"
     " PRIMARY KEY (NoteId)",
+    "CREATE QUEUE Chores (ChoreId STRING(36) NOT NULL, Payload STRING(MAX) NOT NULL)"
+    " PRIMARY KEY (ChoreId)",
 ]
 
 
@@ -84,6 +88,7 @@ def seed(url: str) -> Seeded:
                 batch.send("Payments", (f"p-{number}",), f"payment {number}".encode())
             batch.send("Notes", ("n-1",), MARKUP_PAYLOAD)
             batch.send("Notes", ("n-2",), "plain")
+            batch.send("Chores", ("c-leased",), "to be leased")
         # Orders: 7 due -> 3 leased, of which 1 dead-lettered: 4 ready, 2 leased, 1 scheduled
         failed, *_ = lease(db, "Orders", 3)
         db.dead_letter("Orders", failed.key, failed.lease_token, "HTTP 500 from the warehouse")
@@ -93,6 +98,10 @@ def seed(url: str) -> Seeded:
         # Notes: a dead letter whose error is markup
         note = next(m for m in lease(db, "Notes", 2) if m.key != ("n-1",))
         db.dead_letter("Notes", note.key, note.lease_token, MARKUP_ERROR)
+        # Chores: one leased, then one waiting
+        lease(db, "Chores", 1)
+        with db.batch() as batch:
+            batch.send("Chores", ("c-waiting",), "waiting")
 
         events = txqueue.Events(db)
         events.create_bus("orders")
@@ -124,6 +133,7 @@ def seed(url: str) -> Seeded:
             pipeline="notify-shipping",
             bus="orders",
             enrollment="paid-orders",
+            changeable="Chores",
         )
         for queue, expected in seeded.counts.items():  # the seeding did what it says
             info = db.queue_info(queue)

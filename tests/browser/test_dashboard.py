@@ -155,3 +155,53 @@ def test_with_a_token_every_page_asks_to_log_in(
         assert response is not None and response.status == 200, path
         assert path_of(page) == urlsplit(path).path
         expect(page.locator("main")).to_be_visible()
+
+
+def test_queue_paused_from_the_page_leases_nothing_until_resumed(
+    page: Any, seeded: Seeded, db: txqueue.Database
+) -> None:
+    from playwright.sync_api import expect
+
+    queue = seeded.changeable
+    page.goto(f"/queues/{queue}")
+    expect(page.locator("[data-paused]")).to_have_count(0)
+    page.locator("button[data-action=pause]").click()
+    expect(page.locator("[role=status]")).to_be_visible()
+    expect(page.locator("[data-paused]")).to_be_visible()
+    assert db.queue_info(queue).paused
+    assert db.receive_now(queue) == []  # a waiting message, and nothing leases it
+    page.goto("/")
+    expect(page.locator(f'table#queues tr[data-queue="{queue}"] [data-paused]')).to_have_count(1)
+
+    page.goto(f"/queues/{queue}")
+    page.locator("button[data-action=resume]").click()
+    expect(page.locator("[role=status]")).to_be_visible()
+    expect(page.locator("[data-paused]")).to_have_count(0)
+    assert not db.queue_info(queue).paused
+
+
+def test_message_deleted_from_the_page_is_gone_and_a_leased_one_needs_force(
+    page: Any, seeded: Seeded, db: txqueue.Database
+) -> None:
+    from playwright.sync_api import expect
+
+    queue = seeded.changeable
+    for key, leased in ((("c-waiting",), False), (("c-leased",), True)):
+        assert db.get_message(queue, key).state == ("leased" if leased else "ready")
+        page.goto(f"/queues/{queue}/message?key={quote(key_json(key))}")
+        page.locator("button[data-action=delete]").click()
+        confirm = page.locator("button[data-action=confirm-delete]")
+        expect(confirm).to_be_visible()
+        if leased:
+            confirm.click()  # without force: refused, and the message stays
+            expect(page.locator("[role=alert]")).to_contain_text("lease")
+            assert db.get_message(queue, key).state == "leased"
+            page.locator("[data-field=force]").check()
+            page.locator("button[data-action=delete]").click()
+            page.locator("[data-field=force]").check()
+            page.locator("button[data-action=confirm-delete]").click()
+        else:
+            confirm.click()
+        expect(page.locator("[role=status]")).to_be_visible()
+        with pytest.raises(txqueue.errors.NotFound):
+            db.get_message(queue, key)

@@ -43,12 +43,17 @@ READ_COMMANDS = [
     ("queues",),
     ("dead-letters", "list", "Mail"),
     ("dead-letters", "show", "Mail", '["a"]'),
+    ("messages", "list", "Mail"),
+    ("messages", "show", "Mail", '["a"]'),
+    ("messages", "delete", "Mail", '["a"]'),
+    ("messages", "ready", "Mail", '["a"]'),
     ("sql", "SELECT 1"),
     ("buses", "list"),
     ("pipelines", "list"),
     ("pipelines", "describe", "p"),
     ("enrollments", "list"),
     ("events", "undelivered"),
+    ("events", "unmatched"),
     ("events", "archived"),
     ("events", "attempts"),
 ]
@@ -172,8 +177,8 @@ def test_event_listings_in_every_format(sqlite_url: str) -> None:
     assert bus["name"] == "orders"
     [pipeline] = _lines(ok("pipelines", "list", "--database", sqlite_url, "--format", "json"))
     assert pipeline["name"] == "notify"
-    [undelivered] = _csv(ok("events", "undelivered", "--database", sqlite_url, "--format", "csv"))
-    assert undelivered["bus"] == "orders" and json.loads(undelivered["event"])["id"] == "order-1"
+    [unmatched] = _csv(ok("events", "unmatched", "--database", sqlite_url, "--format", "csv"))
+    assert unmatched["bus"] == "orders" and json.loads(unmatched["event"])["id"] == "order-1"
     [archived] = _lines(ok("events", "archived", "--database", sqlite_url, "--format", "json"))
     assert archived["bus"] == "orders" and archived["event"]["id"] == "order-1"  # type: ignore[index]
     assert "order-1" in ok("events", "archived", "--database", sqlite_url)
@@ -194,7 +199,8 @@ def test_events_undelivered_piped_through_cat_is_not_truncated(sqlite_url: str) 
        "--event-id", LONG_ID, "--database", sqlite_url)  # fmt: skip
     environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     command = (
-        f"{sys.executable} -m txqueue.cli.main events undelivered --database '{sqlite_url}' | cat"
+        f"{sys.executable} -m txqueue.cli.main events undelivered --pipeline ''"
+        f" --database '{sqlite_url}' | cat"
     )
     done = subprocess.run(
         command, shell=True, capture_output=True, text=True, env=environment, timeout=60
@@ -211,7 +217,9 @@ def test_events_undelivered_piped_through_cat_is_not_truncated(sqlite_url: str) 
 def test_events_help_lists_the_commands_it_promises() -> None:
     help_text = ok("events", "--help")
     commands = [line.split()[0] for line in help_text.split("Commands:")[1].splitlines() if line]
-    assert sorted(commands) == ["archived", "attempts", "publish", "purge", "replay", "undelivered"]
+    assert sorted(commands) == [
+        "archived", "attempts", "publish", "purge", "replay", "undelivered", "unmatched",
+    ]  # fmt: skip
 
 
 def test_a_private_destination_error_names_the_cli_flag(sqlite_url: str) -> None:

@@ -403,3 +403,84 @@ def test_sync_publish_to_http_delivery_in_one_trace(
         _check_delivery(otel, user.get_span_context(), request, receiver.url("/hook"))
     finally:
         db.close()
+
+
+#: Two retries a second apart: the receiver answers 503, 503, then 200.
+FAST_RETRY = txqueue.RetryPolicy(
+    max_attempts=5, min_retry_delay=timedelta(seconds=1), max_retry_delay=timedelta(seconds=1)
+)
+
+
+def _check_one_trace_per_delivery(otel: Otel, user: Any, requests: list[Any]) -> None:
+    """Every attempt of one delivery is a child of the delivery's one send span, which is a
+    child of the publish: one trace, however many retries."""
+    [publish] = otel.spans("publish orders")
+    [delivery] = otel.spans("send txqueue_event_deliveries")  # the retries start no new send
+    assert delivery.parent is not None and delivery.parent.span_id == publish.context.span_id
+    posts = sorted(otel.spans("POST"), key=lambda span: span.start_time or 0)
+    assert [p.attributes["http.response.status_code"] for p in posts if p.attributes] == [
+        503,
+        503,
+        200,
+    ]
+    assert {p.context.trace_id for p in posts} == {user.trace_id}
+    assert all(p.parent is not None and p.parent.span_id == delivery.context.span_id for p in posts)
+    traces = {request.headers["ce-traceparent"].split("-")[1] for request in requests}
+    assert traces == {format(user.trace_id, "032x")}
+
+
+async def test_async_delivery_retries_stay_in_one_trace(
+    database_url: str, otel: Otel, receiver: Receiver
+) -> None:
+    receiver.script("/hook", 503, 503, 200)
+    db = await txqueue.connect_async(database_url)
+    try:
+        events = txqueue.AsyncEvents(db)
+        await events.create_bus("orders")
+        await events.create_pipeline(
+            "notify", receiver.url("/hook"), retry=FAST_RETRY, allow_private=True
+        )
+        await events.create_enrollment("all", bus="orders", pipeline="notify", cel_match="true")
+        event = {"type": "com.shop.order.paid", "source": "//shop", "id": "order-1"}
+        with otel.tracer.start_as_current_span("checkout") as user:
+            await events.publish("orders", event)
+        dispatcher = txqueue.AsyncDispatcher(db, attempt_timeout=timedelta(seconds=5))
+        running = asyncio.create_task(dispatcher.run())
+        try:
+            requests = await asyncio.to_thread(receiver.wait_for, "/hook", 3)
+            deadline = asyncio.get_running_loop().time() + 10
+            while len(otel.spans("POST")) < 3:  # ended once the attempt returns
+                assert asyncio.get_running_loop().time() < deadline, "three delivery spans"
+                await asyncio.sleep(0.01)
+        finally:
+            dispatcher.stop()
+            await running
+        _check_one_trace_per_delivery(otel, user.get_span_context(), requests)
+    finally:
+        await db.close()
+
+
+def test_sync_delivery_retries_stay_in_one_trace(
+    database_url: str, otel: Otel, receiver: Receiver
+) -> None:
+    receiver.script("/hook", 503, 503, 200)
+    db = txqueue.connect(database_url)
+    try:
+        events = txqueue.Events(db)
+        events.create_bus("orders")
+        events.create_pipeline(
+            "notify", receiver.url("/hook"), retry=FAST_RETRY, allow_private=True
+        )
+        events.create_enrollment("all", bus="orders", pipeline="notify", cel_match="true")
+        event = {"type": "com.shop.order.paid", "source": "//shop", "id": "order-1"}
+        with otel.tracer.start_as_current_span("checkout") as user:
+            db.run_in_transaction(lambda txn: events.publish("orders", event, txn=txn))
+        with txqueue.Dispatcher(database_url, attempt_timeout=timedelta(seconds=5)):
+            requests = receiver.wait_for("/hook", 3)
+            deadline = time.monotonic() + 10
+            while len(otel.spans("POST")) < 3:  # ended once the attempt returns
+                assert time.monotonic() < deadline, "three delivery spans"
+                time.sleep(0.01)
+        _check_one_trace_per_delivery(otel, user.get_span_context(), requests)
+    finally:
+        db.close()

@@ -494,10 +494,15 @@ async def test_a_pipeline_edit_out_of_range_shows_the_error_and_saves_nothing(
 
 
 async def test_undelivered_messages_show_their_attempts_and_replay(
-    events: txqueue.Events, browser: Browser
+    database_url: str, events: txqueue.Events, browser: Browser, receiver: Receiver
 ) -> None:
+    receiver.script("/refuses", 400)  # a permanent failure: undelivered after one attempt
+    events.create_pipeline("strict", receiver.url("/refuses"), allow_private=True)
+    events.create_enrollment("strict-all", bus="orders", pipeline="strict", cel_match="true")
     event = CloudEvent({"type": "com.shop.refund", "source": "//shop", "id": SCRIPT}, {"n": 1})
-    uid = events.publish("orders", event)  # no enrollment matches: undelivered at once
+    uid = events.publish("orders", event)
+    with txqueue.Dispatcher(database_url, concurrency=1):
+        wait_until(lambda: [m for m in events.undelivered() if m.message_uid == uid])
 
     page = await browser.get("/events/undelivered")
     row = page.find("table", id="undelivered").find("tr", data_message_uid=uid)

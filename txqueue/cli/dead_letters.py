@@ -12,8 +12,8 @@ import click
 
 from txqueue.cli.common import database_option, open_database, run_command
 from txqueue.cli.listing import emit, encoded, format_option
-from txqueue.cli.text import Column, print_table
-from txqueue.models import DeadLetter
+from txqueue.cli.text import Column, console, print_table, text
+from txqueue.models import DeadLetter, Failure
 
 __all__ = ["dead_letters"]
 
@@ -83,8 +83,10 @@ def _table(queue: str, letters: list[DeadLetter]) -> None:
 @click.argument("queue")
 @click.argument("key")
 @database_option
-def show_command(queue: str, key: str, database: str) -> None:
-    """Show one dead letter of QUEUE in full; KEY is a JSON list."""
+@format_option
+def show_command(queue: str, key: str, database: str, output_format: str) -> None:
+    """Show one dead letter of QUEUE in full, with its failure history (each failed attempt:
+    number, time, error type, message and traceback); KEY is a JSON list."""
     wanted = _key(key)
     with open_database(database) as db:
         letters: list[DeadLetter] = run_command(lambda: db.dead_letters(queue, limit=1_000_000))
@@ -92,6 +94,11 @@ def show_command(queue: str, key: str, database: str) -> None:
     if not found:
         raise click.ClickException(f"no dead letter with key {key} in {queue}")
     letter = found[0]
+    record = {**_record(letter), "failures": [_failure(f) for f in letter.failures]}
+    emit(output_format, [record], lambda: _show(key, letter))
+
+
+def _show(key: str, letter: DeadLetter) -> None:
     rows = [
         (name, value if isinstance(value, str) else json.dumps(value, default=str))
         for name, value in _record(letter).items()
@@ -99,6 +106,33 @@ def show_command(queue: str, key: str, database: str) -> None:
     columns = [Column(style="bold"), Column()]
     title = f"dead letter {key} of {letter.queue}"
     print_table(columns, rows, title=title, empty="", show_header=False)
+    history = [
+        (f.attempt, f.failed_at.isoformat(timespec="seconds"), f.error_type, f.message)
+        for f in letter.failures
+    ]
+    failure_columns = [
+        Column("attempt", justify="right", no_wrap=True),
+        Column("failed at", no_wrap=True),
+        Column("type"),
+        Column("message", max_width=60),
+    ]
+    print_table(failure_columns, history, title="failures, oldest first", empty="no failures")
+    output = console()
+    for failure in letter.failures:
+        if failure.traceback:
+            output.print(text(f"traceback of attempt {failure.attempt}:", style="bold"))
+            for line in failure.traceback.splitlines():  # each line escaped, none cut
+                output.print(text(line), overflow="ignore", crop=False, soft_wrap=True)
+
+
+def _failure(failure: Failure) -> dict[str, Any]:
+    return {
+        "attempt": failure.attempt,
+        "failed_at": failure.failed_at.isoformat(),
+        "error_type": failure.error_type,
+        "message": failure.message,
+        "traceback": failure.traceback,
+    }
 
 
 @dead_letters.command("replay")

@@ -99,7 +99,12 @@ def undelivered(
     limit: int,
     output_format: str,
 ) -> None:
-    """Messages whose delivery failed for good: the archive joined with the attempt log."""
+    """Messages whose delivery failed for good: the archive joined with the attempt log.
+
+    Messages that no enrollment matched are not listed (see `events unmatched`) unless
+    --pipeline "" asks for them. The last failure's error type is shown; --format json
+    gives its traceback too.
+    """
     found = call(
         database,
         lambda e: e.undelivered(bus=bus, pipeline=pipeline, since=parse_since(since), limit=limit),
@@ -116,8 +121,51 @@ def undelivered(
     emit(output_format, records, lambda: _undelivered_table(found))
 
 
+@events.command("unmatched")
+@database_option
+@click.option("--bus", help="Only messages of this bus.")
+@click.option("--since", help="Published at or after: ISO 8601 time or a duration back (2h).")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True)
+@format_option
+def unmatched(
+    database: str, bus: str | None, since: str | None, limit: int, output_format: str
+) -> None:
+    """Messages no enrollment matched when they were published (archived buses; not failures)."""
+    found = call(database, lambda e: e.unmatched(bus=bus, since=parse_since(since), limit=limit))
+    records = [
+        {
+            "message_uid": item.message_uid,
+            "bus": item.bus,
+            "event": to_json(item.event),
+            "publish_time": item.publish_time.isoformat(),
+        }
+        for item in found
+    ]
+    columns = [
+        Column("message_uid", no_wrap=True),
+        *map(Column, ("bus", "type", "id", "published")),
+    ]
+    rows = [
+        (
+            item.message_uid,
+            item.bus,
+            item.event.get_type(),
+            item.event.get_id(),
+            item.publish_time.isoformat(),
+        )
+        for item in found
+    ]
+    emit(
+        output_format,
+        records,
+        lambda: print_table(
+            columns, rows, title="unmatched messages", empty="no unmatched messages"
+        ),
+    )
+
+
 def _undelivered_table(found: list[Any]) -> None:
-    headings = ("bus", "pipeline", "type", "id", "attempts", "status")
+    headings = ("bus", "pipeline", "type", "id", "attempts", "status", "error type")
     columns = [
         Column("message_uid", no_wrap=True),
         *map(Column, headings),
@@ -132,6 +180,7 @@ def _undelivered_table(found: list[Any]) -> None:
             item.event.get_id(),
             item.attempts,
             item.status or "-",
+            item.error_type or "-",
             item.error or "",
         )
         for item in found
@@ -216,7 +265,11 @@ def replay(
 def attempts(
     message_uid: str | None, database: str, pipeline: str | None, limit: int, output_format: str
 ) -> None:
-    """The attempt log (of one message), oldest first."""
+    """The attempt log (of one message), oldest first.
+
+    A failed attempt has its error type (``http.503``, or the exception's type) and, when it
+    raised, its traceback (JSON formats; a table leaves it out).
+    """
     records = []
     for row in call(database, lambda e: e.attempts(message_uid, pipeline=pipeline, limit=limit)):
         data = {k: v for k, v in vars(row).items()}
@@ -224,7 +277,7 @@ def attempts(
         for key in ("latency", "retry_delay"):
             data[key] = None if data[key] is None else data[key].total_seconds()
         records.append(data)
-    fields = list(records[0]) if records else []
+    fields = [field for field in records[0] if field != "traceback"] if records else []
     emit(
         output_format,
         records,

@@ -37,7 +37,7 @@ def _print_connect_retries() -> None:
 
 
 def _register() -> None:
-    from txqueue.cli import bench, dashboard, dead_letters, demo, queues, sql, worker
+    from txqueue.cli import bench, dashboard, dead_letters, demo, messages, queues, sql, worker
 
     main.add_command(bench.bench)
     main.add_command(dashboard.dashboard)
@@ -45,6 +45,7 @@ def _register() -> None:
     main.add_command(worker.worker)
     main.add_command(queues.queues)
     main.add_command(dead_letters.dead_letters)
+    main.add_command(messages.messages)
     main.add_command(sql.sql)
     _register_events()
 

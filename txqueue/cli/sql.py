@@ -311,7 +311,8 @@ class _Runner:
         """``help``, ``\\d`` or ``\\d NAME``; False for an unknown command or name."""
         words = text.rstrip(";").split()
         if words[0].lower() == "help":
-            self.console.print(display.text(SHELL_HELP))
+            for line in SHELL_HELP.splitlines():  # one by one: text() shows \n as an escape
+                self.console.print(display.text(line))
             return True
         if words[0] == "\\d" and len(words) <= 2:
             try:
@@ -377,9 +378,10 @@ def _readline() -> Any:
 SHELL_HELP = """\
 Statements end with ';' and may span lines; each runs on its own (a query in a snapshot, DML in
 its own transaction, DDL through update_ddl).
-  \\d              list tables and queues
+  \\d              list tables and queues, the application's own tables too (marked)
   \\d NAME         describe a table or queue: columns, primary key, interleaving, indexes,
-                  and for a queue its hidden lease and dead-letter columns
+                  and for a queue its hidden lease and dead-letter columns; for a table
+                  txqueue did not create, its columns with the engine's types
   SELECT * FROM INFORMATION_SCHEMA.TABLES;   (also COLUMNS, INDEXES, INDEX_COLUMNS)
   SELECT * FROM RECEIVE_Queue(max_duration => '5s');   receive messages as they arrive
   help            this text

@@ -25,6 +25,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from txqueue.core.failures import Raised
 from txqueue.core.text import printable
 from txqueue.errors import InvalidArgument
 from txqueue.events.destinations import DestinationRefused
@@ -86,13 +87,27 @@ def time_left(timeout: float | None, exceeded: type[httpcore.TimeoutException]) 
 
 @dataclass(frozen=True)
 class Attempt:
-    """The result of one delivery attempt, as logged for the pipeline."""
+    """The result of one delivery attempt, as logged for the pipeline.
+
+    A failed attempt's ``error_type`` is ``http.<status>`` for a failing answer, or the
+    qualified type of the exception it raised, whose capped ``traceback`` is kept too.
+    """
 
     status: int | None
     outcome: AttemptKind
     error: str | None
     latency: timedelta
     retry_after: timedelta | None
+    error_type: str | None = None
+    traceback: str | None = None
+
+    @classmethod
+    def raised(
+        cls, outcome: AttemptKind, error: BaseException, text: str, latency: timedelta
+    ) -> Attempt:
+        """A failed attempt that raised ``error`` (described by ``text``), with its traceback."""
+        caught = Raised.of(error)
+        return cls(None, outcome, text, latency, None, caught.error_type, caught.traceback)
 
 
 class _NoCookies(httpx.Cookies):
@@ -151,8 +166,9 @@ def _elapsed(started: float) -> timedelta:
 
 def from_response(response: httpx.Response, excerpt: bytes, started: float) -> Attempt:
     outcome = classify_status(response.status_code)
-    error = None
+    error = error_type = None
     if outcome is not AttemptKind.SUCCESS:
+        error_type = f"http.{response.status_code}"
         try:
             phrase = HTTPStatus(response.status_code).phrase
         except ValueError:
@@ -165,7 +181,8 @@ def from_response(response: httpx.Response, excerpt: bytes, started: float) -> A
         if text:
             error += f": {text}"
     retry_after = parse_retry_after(response.headers.get("retry-after"), datetime.now(timezone.utc))
-    return Attempt(response.status_code, outcome, error, _elapsed(started), retry_after)
+    latency = _elapsed(started)
+    return Attempt(response.status_code, outcome, error, latency, retry_after, error_type)
 
 
 def _quote(data: bytes) -> str:
@@ -178,7 +195,7 @@ def _quote(data: bytes) -> str:
 
 def from_error(error: BaseException, started: float, timeout: float) -> Attempt:
     if isinstance(error, DestinationRefused):
-        return Attempt(None, AttemptKind.PERMANENT, str(error), _elapsed(started), None)
+        return Attempt.raised(AttemptKind.PERMANENT, error, str(error), _elapsed(started))
     if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError, TimeoutError)):
         text = f"timeout after {timeout:g} s: {type(error).__name__} {error}".rstrip()
         outcome = AttemptKind.TRANSIENT
@@ -188,7 +205,7 @@ def from_error(error: BaseException, started: float, timeout: float) -> Attempt:
     else:
         text = f"connection error: {type(error).__name__}: {error}".rstrip(": ")
         outcome = AttemptKind.TRANSIENT
-    return Attempt(None, outcome, printable(text), _elapsed(started), None)
+    return Attempt.raised(outcome, error, printable(text), _elapsed(started))
 
 
 # Errors that end an attempt without a response; anything else is a bug and propagates.

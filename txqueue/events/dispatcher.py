@@ -42,6 +42,7 @@ from typing import Any
 from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.durations import MAX_DURATION, to_duration
+from txqueue.core.failures import MAX_MESSAGE
 from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
 from txqueue.drivers._async_compat import done_within
@@ -53,12 +54,13 @@ from txqueue.events.leases import give_back, log_lost, renewed, resume
 from txqueue.events.outcomes import AttemptKind, next_delay
 from txqueue.events.payloads import payload_problem
 from txqueue.events.recorder import AttemptRecord, LeaseLost, Recorder, Write
-from txqueue.events.records import DELIVERIES, Catalog, Delivery
+from txqueue.events.records import DELIVERIES, REFUSED, Catalog, Delivery
 from txqueue.events.records import DeliveryAttempt as LogRow
 from txqueue.events.resources import Pipeline
 from txqueue.events.sender import Request, Sender, pool_limits
 from txqueue.models import Message
 from txqueue.worker.concurrency import cancel_and_wait
+from txqueue.worker.registry import HEARTBEAT, DispatcherRegistration
 
 __all__ = ["AsyncDispatcher", "DispatcherStats"]
 
@@ -116,7 +118,9 @@ class AsyncDispatcher:
     ``concurrency`` bounds HTTP requests in flight (threads, each with a keep-alive
     connection of the pool); ``attempt_timeout`` is one HTTP attempt's total deadline, and
     the lease on a delivery is twice that plus 5 s. Every ``purge_interval`` the dispatcher
-    purges archive and log rows past their bus's retention (None: never).
+    purges archive and log rows past their bus's retention (None: never). Every
+    ``heartbeat`` it writes its row of the registry (``txqueue.worker.registry``), which the
+    dashboard's Workers page lists; it deletes the row when it stops.
     """
 
     def __init__(
@@ -127,6 +131,7 @@ class AsyncDispatcher:
         attempt_timeout: timedelta = timedelta(seconds=30),
         config_refresh: timedelta = timedelta(seconds=1),
         purge_interval: timedelta | None = timedelta(minutes=10),
+        heartbeat: timedelta = HEARTBEAT,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgument(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -145,6 +150,13 @@ class AsyncDispatcher:
             None if purge_interval is None else to_duration(purge_interval, "purge_interval")
         )
         self.stats = DispatcherStats()
+        self.registration = DispatcherRegistration(
+            database,
+            concurrency,
+            self._pipeline_names,
+            lambda: self._unfinished,
+            heartbeat,
+        )
         self._stopping = asyncio.Event()
         self._catalog: Catalog | None = None
         self._loaded_at = 0.0
@@ -163,6 +175,7 @@ class AsyncDispatcher:
         self._idle = asyncio.Event()
         self._logging: set[asyncio.Task[None]] = set()  # attempts whose lease was lost
         self._holding: set[tuple[str, str]] = set()  # keys of the attempts received, unfinished
+        self._traces: dict[tuple[str, str], str] = {}  # what a retry's resend carries, by key
 
     def stop(self) -> None:
         """Ask `run` to finish: attempts in flight complete (within their deadline), nothing
@@ -176,6 +189,7 @@ class AsyncDispatcher:
         tasks: set[asyncio.Task[None]] = set()
         next_purge = time.monotonic()
         recorder = asyncio.create_task(self._recorder.run())
+        beats = asyncio.create_task(self.registration.run())  # listed on the Workers page
         deliverer = HttpDeliverer(self.attempt_timeout, limits=pool_limits(self.concurrency))
         self._sender = Sender(deliverer, self.concurrency, self.database.now)
         # A dispatcher that owns its process (``txqueue dispatcher``) takes what exists now out
@@ -206,7 +220,8 @@ class AsyncDispatcher:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
             reloading = [] if self._reloading is None else [self._reloading]
-            await cancel_and_wait([recorder, *reloading], nudge=0.5)
+            await cancel_and_wait([recorder, beats, *reloading], nudge=0.5)
+            await self.registration.remove()
             await asyncio.to_thread(self._sender.close)
             deliverer.close()
             if frozen:
@@ -241,6 +256,9 @@ class AsyncDispatcher:
                 if kept is None:
                     continue
                 message, key = kept, kept.key
+                context = telemetry.carried(message)  # taken by the attempt's span
+                if context is not None:
+                    self._traces[key] = context
                 self._unfinished += 1
                 self._holding.add(key)
                 self._idle.clear()
@@ -286,6 +304,7 @@ class AsyncDispatcher:
         """The attempt of ``key`` received earlier is over (recorded, or left to its lease)."""
         self._unfinished -= 1
         self._holding.discard(key)
+        self._traces.pop(key, None)
         if self._unfinished < self._unfinished_bound and self._requests < self._requests_bound:
             self._room.set()
         if not self._unfinished:
@@ -366,6 +385,13 @@ class AsyncDispatcher:
         if messages or attempts:
             logger.info("purged %d archived messages and %d attempt rows", messages, attempts)
 
+    async def _pipeline_names(self) -> list[str]:
+        """The pipelines delivered for, as last read (for the registry's row)."""
+        try:
+            return list((await self._config()).pipelines)
+        except TxqueueError:  # read again at the next heartbeat
+            return [] if self._catalog is None else list(self._catalog.pipelines)
+
     async def _pipeline(self, name: str) -> Pipeline | None:
         """The pipeline's current settings (at most ``config_refresh`` old, never missing one
         created after the last read)."""
@@ -426,11 +452,12 @@ class AsyncDispatcher:
         try:
             event = from_json(delivery.event)
         except InvalidArgument as error:
-            problem: str | None = f"stored event is invalid: {error}"
+            text = f"stored event is invalid: {error}"
+            attempt = Attempt.raised(AttemptKind.PERMANENT, error, text, _ZERO)
         else:
             problem = _problem(pipeline, name, event, delivery)
-        if problem is not None or pipeline is None or event is None:
-            attempt = Attempt(None, AttemptKind.PERMANENT, problem, _ZERO, None)
+            attempt = Attempt(None, AttemptKind.PERMANENT, problem, _ZERO, None, REFUSED)
+        if attempt.error is not None or pipeline is None or event is None:
             await self._finish(message, delivery, pipeline, attempt, started)
             return
         if pipeline.destination.kind == "http":
@@ -447,10 +474,10 @@ class AsyncDispatcher:
         try:
             await self._finish(message, delivery, pipeline, success, started, forward, clock)
         except (NotFound, InvalidArgument, AlreadyExists) as error:
-            failed = Attempt(None, AttemptKind.PERMANENT, str(error), _elapsed(clock), None)
+            failed = Attempt.raised(AttemptKind.PERMANENT, error, str(error), _elapsed(clock))
             await self._finish(message, delivery, pipeline, failed, started)
         except TxqueueError as error:  # the database is unavailable, or too busy: try again
-            failed = Attempt(None, AttemptKind.TRANSIENT, str(error), _elapsed(clock), None)
+            failed = Attempt.raised(AttemptKind.TRANSIENT, error, str(error), _elapsed(clock))
             await self._finish(message, delivery, pipeline, failed, started)
 
     async def _post(
@@ -534,6 +561,8 @@ class AsyncDispatcher:
         number = delivery.attempts + 1
         delay = None
         error = attempt.error
+        if error is not None and len(error) > MAX_MESSAGE:  # as a handler failure's message
+            error = f"{error[:MAX_MESSAGE]} […{len(error) - MAX_MESSAGE} characters cut]"
         if attempt.outcome is AttemptKind.SUCCESS:
             state = "delivered"
         elif (
@@ -549,13 +578,16 @@ class AsyncDispatcher:
 
         row = LogRow(
             uid, name, number, delivery.bus, started, state, attempt.outcome.value,
-            attempt.status, error, attempt.latency, delay,
+            attempt.status, error, attempt.latency, delay, attempt.error_type, attempt.traceback,
         )  # fmt: skip
         resend = None
         if delay is not None:
             when = (self.database.now() or datetime.now(timezone.utc)) + delay
             resend = (replace(delivery, attempts=number).encode(), when)
-        record = AttemptRecord(message.key, message.lease_token, row, resend, forward, clock)
+        record = AttemptRecord(
+            message.key, message.lease_token, row, resend, forward, clock,
+            self._traces.get(message.key),
+        )  # fmt: skip
         return record, _Settled(name, uid, number, state, error, delay)
 
     def _settled(self, settled: _Settled) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
+from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.core.text import printable
 from txqueue.errors import AlreadyExists, FailedPrecondition, NotFound, TxqueueError
@@ -44,6 +45,7 @@ async def renewed(database: AsyncDatabase, message: Message, lease: timedelta) -
         return None
     renewal = renewals[0]
     assert renewal.new_token is not None and renewal.lease_expiration is not None
+    telemetry.renewed(message.lease_token, renewal.new_token)
     return replace(
         message, lease_token=renewal.new_token, lease_expiration=renewal.lease_expiration
     )

@@ -15,6 +15,11 @@ delivery on SQLite. Only the ack waits: the event has been delivered by then, an
 outlives the wait by far. A group that fails is redone one attempt per transaction, so each
 attempt gets its own outcome. It also keeps one writer per dispatcher, which SQLite needs
 anyway.
+
+Tracebacks are bounded as a handler's failure history is (``txqueue.core.failures``): each
+is capped when caught, and a delivery keeps those of its newest ``MAX_FAILURES`` attempts
+only; the attempt after them clears the oldest in the same transaction (a statement only
+past that many attempts).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
+from txqueue.core.failures import MAX_FAILURES
 from txqueue.drivers._async_compat import done_within
 from txqueue.errors import FailedPrecondition, NotFound, TxqueueError
 from txqueue.events.records import ATTEMPT_COLUMNS, ATTEMPTS, DELIVERIES, DeliveryAttempt
@@ -37,6 +44,12 @@ logger = logging.getLogger("txqueue.events")
 
 Write = Callable[[AsyncTransaction], Awaitable[None]]
 
+#: Clears the tracebacks of a delivery's attempts older than its newest `MAX_FAILURES`.
+_FORGET_TRACEBACKS = (
+    f"UPDATE {ATTEMPTS} SET traceback = NULL WHERE message_uid = @uid"
+    " AND pipeline = @pipeline AND attempt <= @oldest AND traceback IS NOT NULL"
+)
+
 
 class LeaseLost(TxqueueError):
     """The delivery's lease passed to another dispatcher before this attempt was recorded."""
@@ -46,8 +59,10 @@ class LeaseLost(TxqueueError):
 class AttemptRecord:
     """What one finished attempt writes.
 
-    ``resend`` is the delivery's next payload and deliver time, for a retry. ``forward`` is
-    the write that delivers to a bus or a queue; its latency is measured from ``clock``.
+    ``resend`` is the delivery's next payload and deliver time, for a retry, sent with
+    ``trace_context`` (the context the delivery carried: one trace across its attempts).
+    ``forward`` is the write that delivers to a bus or a queue; its latency is measured from
+    ``clock``.
     """
 
     key: tuple[str, str]
@@ -56,6 +71,7 @@ class AttemptRecord:
     resend: tuple[str, datetime] | None = None
     forward: Write | None = None
     clock: float | None = None
+    trace_context: str | None = None
 
 
 #: Called on the event loop once a record is committed (None) or failed (its error).
@@ -166,6 +182,13 @@ async def apply(txn: AsyncTransaction, records: list[AttemptRecord]) -> None:
     except (FailedPrecondition, NotFound) as lost:
         raise LeaseLost(str(lost)) from lost
     for record in records:
+        if record.row.attempt > MAX_FAILURES:
+            row = record.row
+            forget = {"uid": row.message_uid, "pipeline": row.pipeline}
+            oldest = row.attempt - MAX_FAILURES
+            await txn.execute_internal_update(_FORGET_TRACEBACKS, {**forget, "oldest": oldest})
+    for record in records:
         if record.resend is not None:
             payload, when = record.resend
-            await txn.send(DELIVERIES, record.key, payload, deliver_time=when)
+            with telemetry.resending(record.trace_context):  # no new trace for a retry
+                await txn.send(DELIVERIES, record.key, payload, deliver_time=when)

@@ -1,4 +1,4 @@
-"""The event layer's tables, the rows it reads back, and the bits of SQL both engines accept.
+"""The event layer's tables and the rows it reads back.
 
 Four internal tables (created with ``ensure_internal_tables``, names reserved to txqueue):
 
@@ -7,9 +7,13 @@ Four internal tables (created with ``ensure_internal_tables``, names reserved to
 - ``txqueue_event_messages``: the archive, one row per published message;
 - ``txqueue_event_attempts``: the attempt log, one row per delivery attempt.
 
-Writes go through mutations. Reads are plain ``SELECT``s over these tables: the only engine
-differences are the parameter marker (``?`` or ``%s``) and SQLite's TIMESTAMP storage
-(integer microseconds), both handled here.
+Writes go through mutations. Reads (and the archive's purge) are GoogleSQL with ``@name``
+parameters, run through the faces' ``execute_internal_sql`` / ``execute_internal_update``,
+which translate them for every engine (TIMESTAMP values included).
+
+An attempt-log row of a failed attempt keeps what it failed with: ``error`` (the text, as
+before), ``error_type`` and ``traceback`` (columns added later: `ensure_internal_tables`
+adds them to a table made before). `HTTP_ERROR` and `REFUSED` say what an error type names.
 """
 
 from __future__ import annotations
@@ -17,12 +21,10 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from txqueue.core.schema import Column, ColumnType, Table
-from txqueue.drivers.engines import traits_named
-from txqueue.drivers.traits import EngineTraits
 from txqueue.events.cloudevent import CloudEvent, from_json
 from txqueue.events.matching import prepare
 from txqueue.events.resources import (
@@ -40,20 +42,32 @@ __all__ = [
     "ATTEMPTS",
     "CONFIG",
     "DELIVERIES",
+    "HTTP_ERROR",
     "MESSAGES",
+    "REFUSED",
     "TABLES",
     "ArchivedMessage",
     "Catalog",
     "Delivery",
     "DeliveryAttempt",
-    "Sql",
     "UndeliveredMessage",
+    "read_time",
 ]
 
 CONFIG = "txqueue_event_config"
 DELIVERIES = "txqueue_event_deliveries"
 MESSAGES = "txqueue_event_messages"
 ATTEMPTS = "txqueue_event_attempts"
+
+#: ``error_type`` of an attempt the receiver answered with a failing status (``http.503``):
+#: no traceback; ``error`` holds the status line and the start of the body. An attempt that
+#: raised (connection refused, timeout, a failed write to a bus or queue) has the exception's
+#: qualified type instead (``httpx.ConnectError``) and its traceback.
+HTTP_ERROR = "http.{status}"
+#: ``error_type`` of a delivery refused before it was sent, by a check that raised nothing
+#: (pipeline deleted, routing loop, payload not matching the pipeline's format or schema,
+#: an enrollment's condition not evaluated): ``error`` says which.
+REFUSED = "refused"
 
 _S, _T, _I, _F = ColumnType.STRING, ColumnType.TIMESTAMP, ColumnType.INT64, ColumnType.FLOAT64
 
@@ -108,6 +122,8 @@ TABLES = (
             ("error", _S, True),
             ("latency_seconds", _F, True),
             ("retry_delay_seconds", _F, True),
+            ("error_type", _S, True),
+            ("traceback", _S, True),
         ),
         ("message_uid", "pipeline", "attempt"),
     ),
@@ -118,22 +134,9 @@ ATTEMPT_COLUMNS = tuple(c.name for c in TABLES[3].columns)
 MESSAGE_COLUMNS = tuple(c.name for c in TABLES[2].columns)
 
 
-class Sql:
-    """Plain SQL of the event tables in the engine's terms, as its traits give them:
-    parameter markers and TIMESTAMP values."""
-
-    def __init__(self, engine: str) -> None:
-        self.traits = traits_named(engine)
-
-    def text(self, sql: str) -> str:
-        """``sql`` written with ``?`` markers, in the engine's marker style."""
-        return self.traits.engine_sql(sql)
-
-    def time(self, value: datetime) -> Any:
-        """A TIMESTAMP parameter."""
-        return self.traits.engine_time(value)
-
-    read_time = staticmethod(EngineTraits.read_time)
+def read_time(value: datetime) -> datetime:
+    """A TIMESTAMP as read back through the faces, in UTC."""
+    return value.astimezone(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,10 @@ class DeliveryAttempt:
     follows after ``retry_delay``), ``failed`` (for good) or ``replayed`` (a marker written
     when an undelivered message is republished). ``pipeline`` is empty for a message that no
     enrollment matched. ``outcome`` is ``success``, ``transient`` or ``permanent``.
+    A failed attempt's ``error_type`` names what it failed with (see `HTTP_ERROR`) and
+    ``traceback`` is the exception's (its end, within 8 KiB), when one was raised; both are
+    None in rows written before they were kept, and ``traceback`` in attempts older than the
+    newest ten of a delivery.
     """
 
     message_uid: str
@@ -203,6 +210,8 @@ class DeliveryAttempt:
     error: str | None
     latency: timedelta | None
     retry_delay: timedelta | None = None
+    error_type: str | None = None
+    traceback: str | None = None
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -217,23 +226,28 @@ class DeliveryAttempt:
             self.error,
             None if self.latency is None else self.latency.total_seconds(),
             None if self.retry_delay is None else self.retry_delay.total_seconds(),
+            self.error_type,
+            self.traceback,
         )
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> DeliveryAttempt:
+    def from_row(cls, row: Any) -> DeliveryAttempt:
+        """From a row of ``SELECT`` `ATTEMPT_COLUMNS` (read through the faces)."""
         latency, delay = row[9], row[10]
         return cls(
             row[0],
             row[1],
             int(row[2]),
             row[3],
-            Sql.read_time(row[4]),
+            read_time(row[4]),
             row[5],
             row[6],
             None if row[7] is None else int(row[7]),
             row[8],
             None if latency is None else timedelta(seconds=latency),
             None if delay is None else timedelta(seconds=delay),
+            row[11],
+            row[12],
         )
 
 
@@ -248,9 +262,9 @@ class ArchivedMessage:
     replay_of: str | None
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> ArchivedMessage:
+    def from_row(cls, row: Any) -> ArchivedMessage:
         # row: message_uid, bus, event_id, event_source, event_type, event, publish_time, ...
-        return cls(row[0], row[1], from_json(json.loads(row[5])), Sql.read_time(row[6]), row[7])
+        return cls(row[0], row[1], from_json(json.loads(row[5])), read_time(row[6]), row[7])
 
 
 @dataclass(frozen=True)
@@ -258,6 +272,7 @@ class UndeliveredMessage:
     """An archived message whose delivery to ``pipeline`` failed for good, with the last failure.
 
     ``pipeline`` is empty when no enrollment matched the message (a failure before routing).
+    ``error_type`` and ``traceback`` are the last failure's (see `DeliveryAttempt`).
     """
 
     message_uid: str
@@ -269,6 +284,8 @@ class UndeliveredMessage:
     status: int | None
     error: str | None
     failure_time: datetime
+    error_type: str | None = None
+    traceback: str | None = None
 
 
 class Catalog:
@@ -287,11 +304,11 @@ class Catalog:
                 self.enrollments[resource.name] = resource
 
     @classmethod
-    def from_rows(cls, rows: list[tuple[Any, ...]]) -> Catalog:
-        """From ``SELECT kind, name, config, create_time, update_time`` rows."""
+    def from_rows(cls, rows: Any) -> Catalog:
+        """From rows of `CONFIG_QUERY` (read through the faces)."""
         return cls(
             [
-                decode_resource(kind, name, config, Sql.read_time(made), Sql.read_time(changed))
+                decode_resource(kind, name, config, read_time(made), read_time(changed))
                 for kind, name, config, made, changed in rows
                 if kind in (BUS, PIPELINE, ENROLLMENT)
             ]

@@ -39,12 +39,14 @@ from txqueue.web.api_events import (
     list_enrollments,
     list_pipelines,
     list_undelivered,
+    list_unmatched,
     publish,
     replay_undelivered,
     update_bus,
     update_enrollment,
     update_pipeline,
 )
+from txqueue.web.api_messages import delete_messages, make_ready, send_message
 from txqueue.web.api_support import (
     database_of,
     json_body,
@@ -162,6 +164,26 @@ async def get_queue(request: Request) -> Response:
         return next(row for row in services.overview(database) if row.name == name)
 
     return ok(queue_json(await run_in_threadpool(read)))
+
+
+async def pause_queue(request: Request) -> Response:
+    return await _set_paused(request, paused=True)
+
+
+async def resume_queue(request: Request) -> Response:
+    return await _set_paused(request, paused=False)
+
+
+async def _set_paused(request: Request, paused: bool) -> Response:
+    """Pause or resume the queue (idempotent); the answer is the queue, as GET gives it."""
+    name = request.path_params["queue"]
+    database = database_of(request)
+
+    def write() -> Any:
+        (database.pause_queue if paused else database.resume_queue)(name)
+        return database.queue_info(name, estimate=True)  # as the overview reads it
+
+    return ok(queue_json(await run_in_threadpool(write)))
 
 
 async def list_messages(request: Request) -> Response:
@@ -289,6 +311,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/queues", list_queues, "Every queue with its counts", "QueueList", errors=()),
     Endpoint("GET", Q, get_queue, "One queue's counts", "Queue"),
     Endpoint(
+        "POST",
+        f"{Q}/pause",
+        pause_queue,
+        "Pause a queue: it takes sends, and nothing leases from it until resumed",
+        "Queue",
+    ),
+    Endpoint("POST", f"{Q}/resume", resume_queue, "Resume a paused queue", "Queue"),
+    Endpoint(
         "GET",
         f"{Q}/messages",
         list_messages,
@@ -297,6 +327,35 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=("state", "prefix", "after", "limit"),
     ),
     Endpoint("GET", f"{Q}/message", get_message, "One message", "Message", query=("key",)),
+    Endpoint(
+        "POST",
+        f"{Q}/messages",
+        send_message,
+        "Send a message",
+        "Message",
+        "MessageSend",
+        (),
+        201,
+        (400, 404, 409),
+    ),
+    Endpoint(
+        "POST",
+        f"{Q}/messages/delete",
+        delete_messages,
+        "Delete (cancel) messages by key, all or none; a leased one only with force",
+        "Deleted",
+        "MessageSelection",
+        errors=(400, 404, 412),
+    ),
+    Endpoint(
+        "POST",
+        f"{Q}/messages/ready",
+        make_ready,
+        "Make messages ready now (or at deliver_time), all or none; a leased one only with force",
+        "MadeReady",
+        "ReadySelection",
+        errors=(400, 404, 412),
+    ),
     Endpoint(
         "GET",
         f"{Q}/dead-letters",
@@ -321,7 +380,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Purged",
         "KeySelection",
     ),
-    Endpoint("GET", "/workers", list_workers, "Live workers", "WorkerList", errors=()),
+    Endpoint(
+        "GET", "/workers", list_workers, "Live workers and dispatchers", "WorkerList", errors=()
+    ),
     Endpoint(
         "GET",
         "/throughput",
@@ -427,6 +488,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Messages whose delivery failed for good, with their attempts",
         "UndeliveredList",
         query=("bus", "pipeline", "limit"),
+        errors=(400,),
+    ),
+    Endpoint(
+        "GET",
+        "/unmatched",
+        list_unmatched,
+        "Messages that no enrollment matched when published (not failures)",
+        "UnmatchedList",
+        query=("bus", "limit"),
         errors=(400,),
     ),
     Endpoint(

@@ -32,6 +32,7 @@ from txqueue.web.encoding import (
     enrollment_json,
     pipeline_json,
     undelivered_json,
+    unmatched_json,
 )
 
 
@@ -235,6 +236,15 @@ async def list_undelivered(request: Request) -> Response:
         lambda: services.undelivered(events_of(request), bus=bus, pipeline=pipeline, limit=limit)
     )
     return ok({"undelivered": [undelivered_json(row) for row in rows]})
+
+
+async def list_unmatched(request: Request) -> Response:
+    bus = query_name(request, "bus", resource_name("bus"))
+    limit = query_int(request, "limit", services.MAX_PAGE_SIZE, services.MAX_PAGE_SIZE)
+    found = await run_in_threadpool(
+        lambda: services.unmatched(events_of(request), bus=bus, limit=limit)
+    )
+    return ok({"unmatched": [unmatched_json(item) for item in found]})
 
 
 async def replay_undelivered(request: Request) -> Response:

@@ -6,7 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from txqueue.core.schema import Table
-from txqueue.models import DeadLetter, QueueInfo
+from txqueue.events.unmatched import UnmatchedMessage
+from txqueue.models import DeadLetter, Failure, QueueInfo
 from txqueue.web.services import (
     PipelineRow,
     ThroughputSeries,
@@ -22,11 +23,13 @@ __all__ = [
     "bus_json",
     "dead_letter_json",
     "enrollment_json",
+    "failure_json",
     "message_json",
     "pipeline_json",
     "queue_json",
     "throughput_json",
     "undelivered_json",
+    "unmatched_json",
     "worker_json",
 ]
 
@@ -44,6 +47,7 @@ def queue_json(row: QueueInfo) -> dict[str, Any]:
         "dead_letters": row.dead_letters,
         "oldest_ready_age_seconds": row.oldest_ready_age_seconds,
         "estimated": row.estimated,
+        "paused": row.paused,
     }
 
 
@@ -58,6 +62,7 @@ def message_json(table: Table, message: Any) -> dict[str, Any]:
         "lease_expiration": rfc3339(message.lease_expiration),
         "delivery_count": message.delivery_count,
         "last_error": message.last_error,
+        "failures": [failure_json(f) for f in message.failures],
     }
 
 
@@ -70,6 +75,18 @@ def dead_letter_json(table: Table, letter: DeadLetter) -> dict[str, Any]:
         "last_error": letter.last_error,
         "first_failure": rfc3339(letter.first_failure),
         "last_failure": rfc3339(letter.last_failure),
+        "failures": [failure_json(f) for f in letter.failures],
+    }
+
+
+def failure_json(failure: Failure) -> dict[str, Any]:
+    """One failed attempt of a message (``txqueue.Failure``)."""
+    return {
+        "attempt": failure.attempt,
+        "failed_at": rfc3339(failure.failed_at),
+        "error_type": failure.error_type,
+        "message": failure.message,
+        "traceback": failure.traceback,
     }
 
 
@@ -78,7 +95,9 @@ def worker_json(worker: WorkerInfo) -> dict[str, Any]:
         "id": worker.id,
         "host": worker.host,
         "pid": worker.pid,
+        "kind": worker.kind,
         "queues": list(worker.queues),
+        "pipelines": list(worker.pipelines),
         "concurrency": worker.concurrency,
         "in_flight": worker.in_flight,
         "started": rfc3339(worker.started),
@@ -149,6 +168,19 @@ def attempt_json(attempt: Any) -> dict[str, Any]:
         "error": attempt.error,
         "latency": _seconds(attempt.latency),
         "retry_delay": _seconds(attempt.retry_delay),
+        "error_type": attempt.error_type,
+        "traceback": attempt.traceback,
+    }
+
+
+def unmatched_json(item: UnmatchedMessage) -> dict[str, Any]:
+    from txqueue.events.cloudevent import to_json
+
+    return {
+        "message_uid": item.message_uid,
+        "bus": item.bus,
+        "event": to_json(item.event),
+        "publish_time": rfc3339(item.publish_time),
     }
 
 
@@ -165,6 +197,8 @@ def undelivered_json(row: UndeliveredRow) -> dict[str, Any]:
         "attempt_count": item.attempts,
         "status": item.status,
         "error": item.error,
+        "error_type": item.error_type,
+        "traceback": item.traceback,
         "failure_time": rfc3339(item.failure_time),
         "attempts": [attempt_json(attempt) for attempt in row.attempts],
     }

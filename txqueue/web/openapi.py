@@ -37,7 +37,28 @@ STRING: dict[str, Any] = {"type": "string"}
 TIME: dict[str, Any] = {"type": ["string", "null"], "format": "date-time"}
 SECONDS: dict[str, Any] = {"type": ["number", "null"], "description": "seconds"}
 INTEGER: dict[str, Any] = {"type": "integer"}
+#: a message's failed attempts, oldest first (at most the last ten)
+_ERROR_TYPE: dict[str, Any] = {
+    "type": ["string", "null"],
+    "description": "a failed attempt's: http.<status>, the exception's type, or refused",
+}
+_TRACEBACK: dict[str, Any] = {
+    "type": ["string", "null"],
+    "description": "the exception's traceback (its end), when the attempt raised one",
+}
+_FAILURES: dict[str, Any] = {"type": "array", "items": _ref("Failure")}
 
+#: A time given to the API: RFC 3339 with its zone (null: now).
+ZONED_TIME: dict[str, Any] = {
+    "type": ["string", "null"],
+    "format": "date-time",
+    "description": "RFC 3339 with a zone; null or absent: now",
+}
+#: Act on messages under a live lease too (their worker's ack then fails).
+FORCE: dict[str, Any] = {
+    "type": "boolean",
+    "description": "act on messages under a live lease too (their worker's ack then fails)",
+}
 #: A queue's name, as `txqueue.core.schema.validate_name` takes it (ASCII: 63 bytes).
 QUEUE_NAME: dict[str, Any] = {
     "type": "string",
@@ -158,8 +179,12 @@ SCHEMAS: dict[str, Any] = {
             "dead_letters": INTEGER,
             "oldest_ready_age_seconds": SECONDS,
             "estimated": {"type": "boolean", "description": "counts from planner statistics"},
+            "paused": {
+                "type": "boolean",
+                "description": "paused: sends are taken, and nothing leases from the queue",
+            },
         },
-        ["name", "ready", "leased", "scheduled", "dead_letters", "estimated"],
+        ["name", "ready", "leased", "scheduled", "dead_letters", "estimated", "paused"],
     ),
     "QueueList": _list_of("queues", "Queue"),
     "Message": _object(
@@ -172,8 +197,9 @@ SCHEMAS: dict[str, Any] = {
             "lease_expiration": TIME,
             "delivery_count": INTEGER,
             "last_error": {"type": ["string", "null"]},
+            "failures": _FAILURES,
         },
-        ["queue", "key", "payload", "deliver_time", "state", "delivery_count"],
+        ["queue", "key", "payload", "deliver_time", "state", "delivery_count", "failures"],
     ),
     "MessagePage": _object(
         {
@@ -191,8 +217,25 @@ SCHEMAS: dict[str, Any] = {
             "last_error": STRING,
             "first_failure": TIME,
             "last_failure": TIME,
+            "failures": _FAILURES,
         },
-        ["queue", "key", "payload", "attempts", "last_error"],
+        ["queue", "key", "payload", "attempts", "last_error", "failures"],
+    ),
+    "Failure": _object(
+        {
+            "attempt": INTEGER,
+            "failed_at": TIME,
+            "error_type": {
+                "type": "string",
+                "description": "the exception's qualified name; empty for a text alone",
+            },
+            "message": STRING,
+            "traceback": {
+                "type": ["string", "null"],
+                "description": "its end is kept when long",
+            },
+        },
+        ["attempt", "failed_at", "error_type", "message", "traceback"],
     ),
     "DeadLetterList": _list_of("dead_letters", "DeadLetter"),
     "KeySelection": {
@@ -208,6 +251,27 @@ SCHEMAS: dict[str, Any] = {
             _object({"all": {"const": True}}, ["all"]),
         ],
     },
+    "MessageSend": _object(
+        {"key": _ref("Key"), "payload": _ref("Payload"), "deliver_time": ZONED_TIME},
+        ["key", "payload"],
+    ),
+    "MessageSelection": _object(
+        {
+            "keys": {"type": "array", "items": _ref("Key"), "minItems": 1},
+            "force": FORCE,
+        },
+        ["keys"],
+    ),
+    "ReadySelection": _object(
+        {
+            "keys": {"type": "array", "items": _ref("Key"), "minItems": 1},
+            "deliver_time": ZONED_TIME,
+            "force": FORCE,
+        },
+        ["keys"],
+    ),
+    "Deleted": _object({"deleted": INTEGER}, ["deleted"]),
+    "MadeReady": _object({"made_ready": INTEGER}, ["made_ready"]),
     "Replayed": _object({"replayed": INTEGER}, ["replayed"]),
     "Purged": _object({"purged": INTEGER}, ["purged"]),
     "Worker": _object(
@@ -215,13 +279,26 @@ SCHEMAS: dict[str, Any] = {
             "id": STRING,
             "host": STRING,
             "pid": INTEGER,
+            "kind": {"type": "string", "enum": ["worker", "dispatcher"]},
             "queues": {"type": "array", "items": STRING},
+            "pipelines": {"type": "array", "items": STRING},
             "concurrency": INTEGER,
             "in_flight": INTEGER,
             "started": TIME,
             "last_seen": TIME,
         },
-        ["id", "host", "pid", "queues", "concurrency", "in_flight", "started", "last_seen"],
+        [
+            "id",
+            "host",
+            "pid",
+            "kind",
+            "queues",
+            "pipelines",
+            "concurrency",
+            "in_flight",
+            "started",
+            "last_seen",
+        ],
     ),
     "WorkerList": _list_of("workers", "Worker"),
     "Throughput": _object(
@@ -302,6 +379,8 @@ SCHEMAS: dict[str, Any] = {
             "error": {"type": ["string", "null"]},
             "latency": SECONDS,
             "retry_delay": SECONDS,
+            "error_type": _ERROR_TYPE,
+            "traceback": _TRACEBACK,
         },
         ["message_uid", "pipeline", "attempt", "bus", "time", "state"],
     ),
@@ -316,12 +395,24 @@ SCHEMAS: dict[str, Any] = {
             "attempt_count": INTEGER,
             "status": {"type": ["integer", "null"]},
             "error": {"type": ["string", "null"]},
+            "error_type": _ERROR_TYPE,
+            "traceback": _TRACEBACK,
             "failure_time": TIME,
             "attempts": {"type": "array", "items": _ref("Attempt")},
         },
         ["message_uid", "bus", "pipeline", "event", "attempt_count", "attempts"],
     ),
     "UndeliveredList": _list_of("undelivered", "Undelivered"),
+    "Unmatched": _object(
+        {
+            "message_uid": STRING,
+            "bus": STRING,
+            "event": _ref("CloudEvent"),
+            "publish_time": TIME,
+        },
+        ["message_uid", "bus", "event", "publish_time"],
+    ),
+    "UnmatchedList": _list_of("unmatched", "Unmatched"),
     "UndeliveredSelection": {
         "description": 'either "message_uids" (at least one) or "all": true, perhaps only '
         "those of a bus or pipeline",

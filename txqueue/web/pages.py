@@ -22,8 +22,15 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from txqueue.core.schema import Table
-from txqueue.errors import InvalidArgument, NotFound, TxqueueError
+from txqueue.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    TxqueueError,
+)
 from txqueue.web import display, services
+from txqueue.web.api_messages import payload_from_text, time_from_text
 
 if TYPE_CHECKING:
     from txqueue.web.app import WebState
@@ -38,6 +45,11 @@ _DONE = {
     "purged": "Purged {count} dead letter{s}.",
     "saved": "Saved the pipeline.",
     "republished": "Replayed {count} undelivered message{s} (each under a new message UID).",
+    "paused": "Paused the queue: it takes sends, and nothing leases from it until resumed.",
+    "resumed": "Resumed the queue.",
+    "deleted": "Deleted {count} message{s}.",
+    "ready": "The message is ready now.",
+    "sent": "Sent the message.",
 }
 _PAGE_ERRORS = (TxqueueError,)
 
@@ -204,6 +216,7 @@ def queue_page(request: Request, state: WebState) -> Response:
     key_json = _key_writer(table)
     context: dict[str, Any] = {
         "queue": table.name,
+        "paused": state.database.queue_info(table.name, estimate=True).paused,
         "prefix": prefix_text,
         "state": state_filter,
         "after": after_text,
@@ -235,14 +248,35 @@ def queue_page(request: Request, state: WebState) -> Response:
     return _render(request, "queue.html", context)
 
 
+def pause_action(request: Request, state: WebState, form: FormData) -> Response:
+    """Pause the queue: it takes sends, and nothing leases from it until resumed."""
+    table = state.database.queue(request.path_params["name"])
+    state.database.pause_queue(table.name)
+    return _back(request, _queue_path(table.name), done="paused")
+
+
+def resume_action(request: Request, state: WebState, form: FormData) -> Response:
+    """Resume the queue."""
+    table = state.database.queue(request.path_params["name"])
+    state.database.resume_queue(table.name)
+    return _back(request, _queue_path(table.name), done="resumed")
+
+
 def message_page(request: Request, state: WebState) -> Response:
     """One message: its fields and its payload as JSON, text or hex."""
     name = request.path_params["name"]
     table = state.database.queue(name)
     key = services.parse_key(table, request.query_params.get("key", ""))
+    context = _message_context(request, state, table, key)
+    return _render(request, "message.html", context)
+
+
+def _message_context(
+    request: Request, state: WebState, table: Table, key: tuple[Any, ...]
+) -> dict[str, Any]:
     found = services.message(state.database, table.name, key)
     shown = display.payload_view(found.payload, request.query_params.get("view"))
-    context = {
+    return {
         "queue": table.name,
         "key": _key_writer(table)(found.key),
         "message": found,
@@ -252,7 +286,60 @@ def message_page(request: Request, state: WebState) -> Response:
         "payload_kind": shown.kind,
         "payload_size": shown.size,
     }
-    return _render(request, "message.html", context)
+
+
+def message_action(request: Request, state: WebState, form: FormData) -> Response:
+    """Delete the message (after a confirmation step) or make it ready now. A message under a
+    live lease is refused unless the form's ``force`` box is ticked."""
+    table = state.database.queue(request.path_params["name"])
+    key_text = form.get("key")
+    key = services.parse_key(table, key_text if isinstance(key_text, str) else "")
+    force = form.get("force") == "1"
+    action = form.get("action")
+    try:
+        if action == "delete":
+            found = services.message(state.database, table.name, key)
+            context = {"queue": table.name, "key": _key_writer(table)(key), "message": found}
+            return _render(request, "confirm_delete.html", context)
+        if action == "confirm-delete":
+            count = state.database.delete_messages(table.name, [key], force=force)
+            return _back(request, _queue_path(table.name), done="deleted", count=count)
+        if action == "ready":
+            state.database.make_ready(table.name, [key], force=force)
+            path = (
+                _queue_path(table.name) + "/message?" + urlencode({"key": _key_writer(table)(key)})
+            )
+            return RedirectResponse(base_path_of(request) + path + "&done=ready", status_code=303)
+        raise InvalidArgument(f"action must be delete, confirm-delete or ready, got {action!r}")
+    except (InvalidArgument, FailedPrecondition) as error:
+        context = _message_context(request, state, table, key)
+        context.update(error_message=str(error), offer_force=isinstance(error, FailedPrecondition))
+        return _render(request, "message.html", context, status_code=_status_of(error))
+
+
+def send_action(request: Request, state: WebState, form: FormData) -> Response:
+    """Send a message from the queue page's form: key (JSON), payload text (JSON for a JSON
+    payload column), deliver time (RFC 3339, optional)."""
+    table = state.database.queue(request.path_params["name"])
+    given = {
+        field: value if isinstance(value := form.get(field), str) else ""
+        for field in ("key", "payload", "deliver_time")
+    }
+    try:
+        key = services.parse_key(table, given["key"])
+        payload = payload_from_text(table, given["payload"])
+        when = time_from_text(given["deliver_time"], "deliver_time")
+        with state.database.batch() as batch:
+            batch.send(table.name, key, payload, deliver_time=when)
+    except (InvalidArgument, AlreadyExists) as error:
+        return _error_page(request, error)
+    return _back(request, _queue_path(table.name), done="sent")
+
+
+def _status_of(error: TxqueueError) -> int:
+    from txqueue.web.api import STATUS_OF
+
+    return next((code for kind, code in STATUS_OF.items() if isinstance(error, kind)), 500)
 
 
 # ---- dead letters -----------------------------------------------------------------------------
@@ -331,6 +418,7 @@ def events_page(request: Request, state: WebState) -> Response:
         "buses": services.buses(events),
         "pipelines": services.pipelines(events),
         "enrollments": services.enrollments(events),
+        "unmatched": services.unmatched_counts(events),
     }
     return _render(request, "events.html", context)
 
@@ -432,7 +520,16 @@ def routes() -> list[BaseRoute]:
             name="pipeline_action",
         ),
         Route("/queues/{name}", _page(queue_page), name="queue"),
+        Route("/queues/{name}/pause", _action(pause_action), methods=["POST"], name="pause"),
+        Route("/queues/{name}/resume", _action(resume_action), methods=["POST"], name="resume"),
         Route("/queues/{name}/message", _page(message_page), name="message"),
+        Route(
+            "/queues/{name}/message",
+            _action(message_action),
+            methods=["POST"],
+            name="message_action",
+        ),
+        Route("/queues/{name}/send", _action(send_action), methods=["POST"], name="send"),
         Route("/queues/{name}/dead-letters", _page(dead_letters_page), name="dead_letters"),
         Route(
             "/queues/{name}/dead-letters",

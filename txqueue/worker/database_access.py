@@ -54,11 +54,26 @@ class DatabaseAccess(Protocol):
     async def ack(self, queue: str, key: tuple[Any, ...], token: str) -> None:
         """Ack one message with its lease token (group-committed in the worker)."""
 
-    async def release(self, queue: str, token: str, delay: timedelta, error: str | None) -> int:
-        """Release a lease (receivable after ``delay``); returns 1, or 0 if it was lost."""
+    async def release(
+        self,
+        queue: str,
+        token: str,
+        delay: timedelta,
+        error: str | None,
+        exception: BaseException | None = None,
+    ) -> int:
+        """Release a lease (receivable after ``delay``); returns 1, or 0 if it was lost.
+        ``exception`` (what the attempt raised) joins the message's failure history."""
 
-    async def dead_letter(self, queue: str, key: tuple[Any, ...], token: str, error: str) -> None:
-        """Move a leased message to the dead letters."""
+    async def dead_letter(
+        self,
+        queue: str,
+        key: tuple[Any, ...],
+        token: str,
+        error: str,
+        exception: BaseException | None = None,
+    ) -> None:
+        """Move a leased message to the dead letters (with ``exception`` as its last failure)."""
 
     async def renew(
         self, queue: str, tokens: Sequence[str], extension: timedelta
@@ -150,11 +165,27 @@ class AsyncDatabaseAccess:
         else:
             await self.apply([Ack(queue, key, token)])
 
-    async def release(self, queue: str, token: str, delay: timedelta, error: str | None) -> int:
-        return await self.database.release_lease(queue, [token], delay=delay, error=error)
+    async def release(
+        self,
+        queue: str,
+        token: str,
+        delay: timedelta,
+        error: str | None,
+        exception: BaseException | None = None,
+    ) -> int:
+        return await self.database.release_lease(
+            queue, [token], delay=delay, error=error, exception=exception
+        )
 
-    async def dead_letter(self, queue: str, key: tuple[Any, ...], token: str, error: str) -> None:
-        await self.database.dead_letter(queue, key, token, error)
+    async def dead_letter(
+        self,
+        queue: str,
+        key: tuple[Any, ...],
+        token: str,
+        error: str,
+        exception: BaseException | None = None,
+    ) -> None:
+        await self.database.dead_letter(queue, key, token, error, exception=exception)
 
     async def renew(
         self, queue: str, tokens: Sequence[str], extension: timedelta
@@ -215,11 +246,27 @@ class SyncDatabaseAccess:
     async def ack(self, queue: str, key: tuple[Any, ...], token: str) -> None:
         await self.apply([Ack(queue, key, token)])
 
-    async def release(self, queue: str, token: str, delay: timedelta, error: str | None) -> int:
-        return self.database.release_lease(queue, [token], delay=delay, error=error)
+    async def release(
+        self,
+        queue: str,
+        token: str,
+        delay: timedelta,
+        error: str | None,
+        exception: BaseException | None = None,
+    ) -> int:
+        return self.database.release_lease(
+            queue, [token], delay=delay, error=error, exception=exception
+        )
 
-    async def dead_letter(self, queue: str, key: tuple[Any, ...], token: str, error: str) -> None:
-        self.database.dead_letter(queue, key, token, error)
+    async def dead_letter(
+        self,
+        queue: str,
+        key: tuple[Any, ...],
+        token: str,
+        error: str,
+        exception: BaseException | None = None,
+    ) -> None:
+        self.database.dead_letter(queue, key, token, error, exception=exception)
 
     async def renew(
         self, queue: str, tokens: Sequence[str], extension: timedelta

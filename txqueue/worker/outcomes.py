@@ -9,7 +9,7 @@ pure (no I/O) so it is unit-tested alone and shared by the worker and ``txqueue.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -120,7 +120,8 @@ class Outcome:
     """One delivery's result: for logs, metrics, the status line and ``txqueue.testing``.
 
     ``at`` is the time the handler started (the database clock when pinned, else the
-    machine's); ``delay`` is the retry delay of a RETRIED outcome.
+    machine's); ``delay`` is the retry delay of a RETRIED outcome; ``exception`` is what a
+    failed handler raised (its traceback goes into the log record).
     """
 
     queue: str
@@ -131,3 +132,4 @@ class Outcome:
     duration: float = 0.0
     delay: timedelta | None = None
     error: str | None = None
+    exception: BaseException | None = field(default=None, compare=False, repr=False)

@@ -34,6 +34,7 @@ from txqueue.worker.outcomes import (
     GiveUp,
     Outcome,
     OutcomeKind,
+    Retry,
     decide,
     exceeded_error,
 )
@@ -86,11 +87,22 @@ async def _process(handling: Handling, access: DatabaseAccess) -> Outcome:
     started, at = time.monotonic(), access.now()
 
     def outcome(
-        kind: OutcomeKind, delay: timedelta | None = None, error: str | None = None
+        kind: OutcomeKind,
+        delay: timedelta | None = None,
+        error: str | None = None,
+        exception: BaseException | None = None,
     ) -> Outcome:
         duration = time.monotonic() - started
         return Outcome(
-            message.queue, message.key, message.delivery_count, kind, at, duration, delay, error
+            message.queue,
+            message.key,
+            message.delivery_count,
+            kind,
+            at,
+            duration,
+            delay,
+            error,
+            exception,
         )
 
     entered = context.enter(context.Delivery(message, handling.lease, access.now))
@@ -235,7 +247,7 @@ async def _resend_later(
     except BaseException as error:
         handling.handler_done()
         if not isinstance(error, GiveUp):
-            return outcome(OutcomeKind.RETRIED, delay=after, error=repr(error))
+            return outcome(OutcomeKind.RETRIED, delay=after, error=repr(error), exception=error)
         await access.apply([Ack(message.queue, message.key, None, ignore_not_found=True)])
         return outcome(OutcomeKind.DISCARDED, error=f"gave up: {error.reason}")
     handling.handler_done()
@@ -255,11 +267,13 @@ async def _failed(
     action = decide(error, message.delivery_count, spec.retry)
     text = action.error or repr(error)
     if action.kind is ActionKind.DEAD_LETTER:
-        return await _dead_letter(spec, message, token, text, access, outcome)
-    released = await access.release(message.queue, token, action.delay, text)
+        return await _dead_letter(spec, message, token, text, access, outcome, error)
+    released = await access.release(message.queue, token, action.delay, text, error)
     if not released:
         return outcome(OutcomeKind.LEASE_LOST, error=f"release refused after: {text}")
-    return outcome(OutcomeKind.RETRIED, delay=action.delay, error=text)
+    # a Retry the handler asked for is no failure to log a traceback of (its history keeps it)
+    logged = None if isinstance(error, Retry) else error
+    return outcome(OutcomeKind.RETRIED, delay=action.delay, error=text, exception=logged)
 
 
 async def _dead_letter(
@@ -269,14 +283,16 @@ async def _dead_letter(
     error: str,
     access: DatabaseAccess,
     outcome: Make,
+    exception: BaseException | None = None,
 ) -> Outcome:
     if spec.schedule is not None:  # the chain goes on without the failed run
         await access.apply([await _next_run(spec, message, access)])
     try:
-        await access.dead_letter(message.queue, message.key, token, error)
+        await access.dead_letter(message.queue, message.key, token, error, exception)
     except (FailedPrecondition, NotFound) as refused:
         return outcome(OutcomeKind.LEASE_LOST, error=f"dead letter refused: {refused}")
-    return outcome(OutcomeKind.DEAD_LETTERED, error=error)
+    logged = None if isinstance(exception, GiveUp | Retry) else exception
+    return outcome(OutcomeKind.DEAD_LETTERED, error=error, exception=logged)
 
 
 async def _next_run(spec: HandlerSpec, message: Message, access: DatabaseAccess) -> Send:

@@ -1,20 +1,23 @@
-"""The worker registry: which workers are alive, and how much each queue got through.
+"""The registry: which workers and dispatchers are alive, and how much each queue got through.
 
 Every worker (``txqueue worker``, ``Worker.run``) keeps a row in ``txqueue_workers`` — host,
 pid, queues, concurrency, messages in flight, when it started and was last seen — written at
 start and on every heartbeat (every few seconds), and deleted when it shuts down gracefully.
-A worker that dies without shutting down (SIGKILL, power loss) stops beating: once it has
-missed three heartbeats it is no longer listed, and the next heartbeat of any worker deletes
-its row.
+Every dispatcher (``txqueue dispatcher``, ``Dispatcher``) does the same in
+``txqueue_dispatchers``, with the pipelines it delivers for instead of queues. One that dies
+without shutting down (SIGKILL, power loss) stops beating: once it has missed three heartbeats
+it is no longer listed, and the next heartbeat of any of its kind deletes its row.
 
-Each heartbeat also adds what the worker did since the previous one (handled, failed,
+Each worker heartbeat also adds what the worker did since the previous one (handled, failed,
 dead-lettered) to its per-minute buckets of each queue in ``txqueue_worker_throughput``;
 buckets older than ``KEEP_THROUGHPUT`` are pruned. A failed heartbeat is logged and never
 stops the worker; its counts are written by the next one (the worker keeps the minute's
 totals, and each write sets them).
 
-The runtime writes through the asyncio face; ``workers`` and ``throughput`` read through the
-synchronous one (the dashboard's).
+The tables are made from the schema model (`ensure_internal_tables`), rows are written as
+mutations and read and deleted with GoogleSQL through the faces (`execute_internal_sql`), so
+the registry runs unchanged on every engine. The heartbeats write through the asyncio face;
+``workers`` and ``throughput`` read through the synchronous one (the dashboard's).
 """
 
 from __future__ import annotations
@@ -26,15 +29,13 @@ import os
 import secrets
 import socket
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from txqueue.core.schema import Column, ColumnType, Table
 from txqueue.core.text import printable
-from txqueue.drivers.engines import traits_named
-from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.worker.outcomes import OutcomeKind
 
@@ -44,8 +45,11 @@ if TYPE_CHECKING:
     from txqueue.worker.observe import Stats
 
 __all__ = [
+    "DISPATCHER",
     "HEARTBEAT",
     "KEEP_THROUGHPUT",
+    "WORKER",
+    "DispatcherRegistration",
     "Registration",
     "ThroughputSample",
     "WorkerInfo",
@@ -56,7 +60,7 @@ __all__ = [
 
 log = logging.getLogger("txqueue.worker")
 
-#: How often a worker writes its row and throughput by default.
+#: How often a worker or dispatcher writes its row (and a worker its throughput) by default.
 HEARTBEAT = timedelta(seconds=5)
 #: A worker not seen for this many of its heartbeats is gone.
 MISSED_HEARTBEATS = 3
@@ -64,21 +68,27 @@ MISSED_HEARTBEATS = 3
 REMOVE_TIMEOUT = timedelta(seconds=5)
 #: How long per-minute throughput buckets are kept.
 KEEP_THROUGHPUT = timedelta(hours=2)
+#: The kinds of registered process.
+WORKER, DISPATCHER = "worker", "dispatcher"
 
 WORKERS = "txqueue_workers"
+DISPATCHERS = "txqueue_dispatchers"
 THROUGHPUT = "txqueue_worker_throughput"
 
 _S, _I, _T = ColumnType.STRING, ColumnType.INT64, ColumnType.TIMESTAMP
-TABLES = (
-    Table(
-        WORKERS,
+
+
+def _members(name: str, listed: str) -> Table:
+    """A table of live processes; ``listed`` holds a JSON list of the queues or pipelines."""
+    return Table(
+        name,
         tuple(
-            Column(name, kind, False)
-            for name, kind in (
+            Column(column, kind, False)
+            for column, kind in (
                 ("id", _S),
                 ("host", _S),
                 ("pid", _I),
-                ("queues", _S),  # a JSON list of names
+                (listed, _S),
                 ("concurrency", _I),
                 ("in_flight", _I),
                 ("started", _T),
@@ -87,7 +97,11 @@ TABLES = (
             )
         ),
         ("id",),
-    ),
+    )
+
+
+TABLES = (
+    _members(WORKERS, "queues"),
     Table(
         THROUGHPUT,
         tuple(
@@ -104,7 +118,7 @@ TABLES = (
         ("worker", "queue", "minute"),
     ),
 )
-_WORKER_COLUMNS = tuple(c.name for c in TABLES[0].columns)
+DISPATCHER_TABLES = (_members(DISPATCHERS, "pipelines"),)
 _THROUGHPUT_COLUMNS = tuple(c.name for c in TABLES[1].columns)
 #: Which outcomes count as handled, failed and dead-lettered.
 _KINDS = (
@@ -112,11 +126,24 @@ _KINDS = (
     (OutcomeKind.RETRIED, OutcomeKind.LEASE_LOST),
     (OutcomeKind.DEAD_LETTERED,),
 )
+#: The registry's SQL (GoogleSQL, run through the faces' ``execute_internal_*``).
+_EXPIRED = "DELETE FROM {table} WHERE expires < @now"
+_OLD_BUCKETS = f"DELETE FROM {THROUGHPUT} WHERE minute < @before"
+_LIVE = (
+    "SELECT id, host, pid, {listed}, concurrency, in_flight, started, last_seen"
+    " FROM {table} WHERE expires >= @now ORDER BY started, id"
+)
+_THROUGHPUT = (
+    "SELECT queue, minute, SUM(handled), SUM(failed), SUM(dead_lettered)"
+    f" FROM {THROUGHPUT} WHERE minute >= @since{{only}}"
+    " GROUP BY queue, minute ORDER BY queue, minute"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
-    """One live worker, as its last heartbeat described it."""
+    """One live worker or dispatcher (``kind``), as its last heartbeat described it: a worker
+    lists its ``queues``, a dispatcher the ``pipelines`` it delivers for."""
 
     id: str
     host: str
@@ -126,6 +153,8 @@ class WorkerInfo:
     in_flight: int
     started: datetime
     last_seen: datetime
+    kind: str = WORKER
+    pipelines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +187,115 @@ def _minute(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0)
 
 
-class Registration:
-    """A running worker's row and throughput: ``run`` beats until cancelled, ``remove``
-    deletes the row at a graceful shutdown."""
+class _Heartbeat:
+    """A live process's row: ``run`` beats until cancelled, ``remove`` deletes the row at a
+    graceful shutdown. Subclasses say what the row lists and what else a beat writes."""
+
+    kind = WORKER
+    tables: tuple[Table, ...] = TABLES
+    logger = log
+
+    def __init__(self, database: AsyncDatabase, concurrency: int, heartbeat: timedelta) -> None:
+        self.database = database
+        self.concurrency = concurrency
+        self.heartbeat = check_heartbeat(heartbeat)
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.id = f"{self.host}:{self.pid}:{secrets.token_hex(4)}"
+        self.started = _now(database.now())
+        self._ready = False  # the tables exist
+        self._written = False  # the row was written at least once
+        members = self.tables[0]
+        self._table = members.name
+        self._columns = tuple(c.name for c in members.columns)
+
+    async def run(self) -> None:
+        """Beat now and every ``heartbeat`` until cancelled; a failure is logged, never raised."""
+        while True:
+            try:
+                await self.beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the database down, a bug: the process goes on
+                self.logger.warning(
+                    "%s heartbeat failed: %s",
+                    self.kind,
+                    printable(error),
+                    extra={self.kind: self.id},
+                )
+            await asyncio.sleep(self.heartbeat.total_seconds())
+
+    async def listed(self) -> list[str]:
+        """The queues or pipelines the row lists."""
+        raise NotImplementedError
+
+    def in_flight(self) -> int:
+        """The messages or deliveries being handled now."""
+        raise NotImplementedError
+
+    def _prepare(self, now: datetime) -> Any:
+        """What this beat writes beside the row (a worker's throughput), computed before it."""
+        return None
+
+    async def _write_more(self, transaction: Any, now: datetime, prepared: Any) -> None:
+        """Write what `_prepare` computed, in the beat's transaction."""
+
+    def _written_more(self, now: datetime) -> None:
+        """The beat committed."""
+
+    async def beat(self) -> None:
+        """Write the row (and what else the kind keeps); delete rows of the gone."""
+        if not self._ready:
+            await self.database.ensure_internal_tables(self.tables)
+            self._ready = True
+        now = _now(self.database.now())
+        prepared = self._prepare(now)
+        row = (
+            self.id,
+            self.host,
+            self.pid,
+            json.dumps(await self.listed()),
+            self.concurrency,
+            self.in_flight(),
+            self.started,
+            now,
+            now + self.heartbeat * MISSED_HEARTBEATS,
+        )
+
+        async def write(transaction: Any) -> None:
+            await transaction.insert_or_update(self._table, self._columns, [row])
+            await self._write_more(transaction, now, prepared)
+            await transaction.execute_internal_update(
+                _EXPIRED.format(table=self._table), {"now": now}
+            )
+
+        await self.database.run_in_transaction(write)
+        self._written = True
+        self._written_more(now)
+
+    async def remove(self) -> None:
+        """Delete the row (a graceful shutdown); a failure is logged, not raised."""
+        if not self._written:
+            return
+        try:  # bounded: a database that is down must not hold the shutdown up
+            await asyncio.wait_for(self._remove(), REMOVE_TIMEOUT.total_seconds())
+        except Exception as error:
+            self.logger.warning(
+                "could not remove the %s's registry row: %s",
+                self.kind,
+                printable(error),
+                extra={self.kind: self.id},
+            )
+
+    async def _remove(self) -> None:
+        await self.beat()  # the last counts first
+        async with self.database.batch() as batch:
+            batch.delete(self._table, [(self.id,)])
+
+
+class Registration(_Heartbeat):
+    """A running worker's row and throughput. Its throughput buckets stay after it left:
+    they are history."""
 
     def __init__(
         self,
@@ -170,32 +305,17 @@ class Registration:
         concurrency: int,
         heartbeat: timedelta = HEARTBEAT,
     ) -> None:
-        self.database = database
+        super().__init__(database, concurrency, heartbeat)
         self.stats = stats
         self.queues = list(queues)
-        self.concurrency = concurrency
-        self.heartbeat = check_heartbeat(heartbeat)
-        self.host = socket.gethostname()
-        self.pid = os.getpid()
-        self.id = f"{self.host}:{self.pid}:{secrets.token_hex(4)}"
-        self.started = _now(database.now())
-        self._ready = False  # the tables exist
-        self._written = False  # the row was written at least once
         self._counted: dict[str, tuple[int, ...]] = {q: (0, 0, 0) for q in self.queues}
         self._buckets: dict[tuple[str, datetime], list[int]] = {}  # unwritten or current
 
-    async def run(self) -> None:
-        """Beat now and every ``heartbeat`` until cancelled; a failure is logged, never raised."""
-        while True:
-            try:
-                await self.beat()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # the database down, a bug: the worker goes on
-                log.warning(
-                    "worker heartbeat failed: %s", printable(error), extra={"worker": self.id}
-                )
-            await asyncio.sleep(self.heartbeat.total_seconds())
+    async def listed(self) -> list[str]:
+        return self.queues
+
+    def in_flight(self) -> int:
+        return sum(q.running for q in self.stats.queues.values())
 
     def _count(self, now: datetime) -> None:
         """Add what happened since the last beat to the current minute's buckets."""
@@ -213,105 +333,90 @@ class Registration:
                     bucket[i] += totals[i] - before[i]
                 self._counted[queue] = totals
 
-    async def beat(self) -> None:
-        """Write the worker's row and its buckets; delete gone workers and old buckets."""
-        if not self._ready:
-            await self.database.ensure_internal_tables(TABLES)
-            self._ready = True
-        now = _now(self.database.now())
+    def _prepare(self, now: datetime) -> Any:
         self._count(now)
-        in_flight = sum(q.running for q in self.stats.queues.values())
-        row = (
-            self.id,
-            self.host,
-            self.pid,
-            json.dumps(self.queues),
-            self.concurrency,
-            in_flight,
-            self.started,
-            now,
-            now + self.heartbeat * MISSED_HEARTBEATS,
-        )
-        buckets = [
+        return [
             (self.id, queue, minute, *counts) for (queue, minute), counts in self._buckets.items()
         ]
-        engine = traits_named(self.database.engine)
 
-        async def write(transaction: Any) -> None:
-            await transaction.insert_or_update(WORKERS, _WORKER_COLUMNS, [row])
-            if buckets:
-                await transaction.insert_or_update(THROUGHPUT, _THROUGHPUT_COLUMNS, buckets)
-            marker = engine.marker
-            await transaction.execute_engine_update(
-                f"DELETE FROM {WORKERS} WHERE expires < {marker}", [engine.engine_time(now)]
-            )
-            await transaction.execute_engine_update(
-                f"DELETE FROM {THROUGHPUT} WHERE minute < {marker}",
-                [engine.engine_time(now - KEEP_THROUGHPUT)],
-            )
+    async def _write_more(self, transaction: Any, now: datetime, prepared: Any) -> None:
+        if prepared:
+            await transaction.insert_or_update(THROUGHPUT, _THROUGHPUT_COLUMNS, prepared)
+        await transaction.execute_internal_update(_OLD_BUCKETS, {"before": now - KEEP_THROUGHPUT})
 
-        await self.database.run_in_transaction(write)
-        self._written = True
+    def _written_more(self, now: datetime) -> None:
         current = _minute(now)  # written: only the current minute may still grow
         self._buckets = {k: v for k, v in self._buckets.items() if k[1] >= current}
 
-    async def remove(self) -> None:
-        """Delete the worker's row (a graceful shutdown); a failure is logged, not raised.
-        Its throughput buckets stay: they are history."""
-        if not self._written:
-            return
-        try:  # bounded: a database that is down must not hold the shutdown up
-            await asyncio.wait_for(self._remove(), REMOVE_TIMEOUT.total_seconds())
-        except Exception as error:
-            log.warning(
-                "could not remove the worker's registry row: %s",
-                printable(error),
-                extra={"worker": self.id},
-            )
 
-    async def _remove(self) -> None:
-        await self.beat()  # the last counts first
-        async with self.database.batch() as batch:
-            batch.delete(WORKERS, [(self.id,)])
+class DispatcherRegistration(_Heartbeat):
+    """A running dispatcher's row: the pipelines it delivers for (``await pipelines()``, the
+    names it read last) and the deliveries it has in flight (``in_flight()``)."""
+
+    kind = DISPATCHER
+    tables = DISPATCHER_TABLES
+    logger = logging.getLogger("txqueue.events")
+
+    def __init__(
+        self,
+        database: AsyncDatabase,
+        concurrency: int,
+        pipelines: Callable[[], Awaitable[Sequence[str]]],
+        in_flight: Callable[[], int],
+        heartbeat: timedelta = HEARTBEAT,
+    ) -> None:
+        super().__init__(database, concurrency, heartbeat)
+        self._pipelines = pipelines
+        self._in_flight = in_flight
+
+    async def listed(self) -> list[str]:
+        return sorted(await self._pipelines())
+
+    def in_flight(self) -> int:
+        return self._in_flight()
 
 
-_read_time = EngineTraits.read_time
-
-
-def _exists(db: Database) -> bool:
+def _exists(db: Database, *names: str) -> bool:
     try:
-        db.table(WORKERS)
-        db.table(THROUGHPUT)
+        for name in names:
+            db.table(name)
     except (NotFound, InvalidArgument):  # missing (a reserved name is refused, not found)
         return False
     return True
 
 
-def workers(db: Database) -> list[WorkerInfo]:
-    """The live workers (seen within their last three heartbeats), oldest first."""
-    if not _exists(db):
+def _live(db: Database, table: str, listed: str, kind: str, now: datetime) -> list[WorkerInfo]:
+    if not _exists(db, table):
         return []
-    engine = traits_named(db.engine)
-    now = _now(db.now())
     with db.snapshot() as snapshot:
-        rows = snapshot.execute_engine_sql(
-            "SELECT id, host, pid, queues, concurrency, in_flight, started, last_seen"
-            f" FROM {WORKERS} WHERE expires >= {engine.marker} ORDER BY started, id",
-            [engine.engine_time(now)],
+        rows = snapshot.execute_internal_sql(_LIVE.format(table=table, listed=listed), {"now": now})
+    found = []
+    for identifier, host, pid, names, concurrency, in_flight, started, last_seen in rows:
+        listing = tuple(json.loads(names))
+        found.append(
+            WorkerInfo(
+                id=identifier,
+                host=host,
+                pid=int(pid),
+                queues=listing if kind == WORKER else (),
+                concurrency=int(concurrency),
+                in_flight=int(in_flight),
+                started=started,
+                last_seen=last_seen,
+                kind=kind,
+                pipelines=listing if kind == DISPATCHER else (),
+            )
         )
-    return [
-        WorkerInfo(
-            id=identifier,
-            host=host,
-            pid=int(pid),
-            queues=tuple(json.loads(queues)),
-            concurrency=int(concurrency),
-            in_flight=int(in_flight),
-            started=_read_time(started),
-            last_seen=_read_time(last_seen),
-        )
-        for identifier, host, pid, queues, concurrency, in_flight, started, last_seen in rows
-    ]
+    return found
+
+
+def workers(db: Database) -> list[WorkerInfo]:
+    """The live workers and dispatchers (seen within their last three heartbeats), oldest
+    first."""
+    now = _now(db.now())
+    found = _live(db, WORKERS, "queues", WORKER, now)
+    found += _live(db, DISPATCHERS, "pipelines", DISPATCHER, now)
+    return sorted(found, key=lambda info: (info.started, info.id))
 
 
 def throughput(
@@ -323,22 +428,16 @@ def throughput(
         raise InvalidArgument(f"since must be a positive datetime.timedelta, got {since!r}")
     if queue is not None and not isinstance(queue, str):
         raise InvalidArgument(f"queue must be a string, got {type(queue).__name__}")
-    if not _exists(db):
+    if not _exists(db, WORKERS, THROUGHPUT):
         return []
-    engine = traits_named(db.engine)
-    marker = engine.marker
-    arguments: list[Any] = [engine.engine_time(_minute(_now(db.now()) - since))]
-    sql = (
-        "SELECT queue, minute, sum(handled), sum(failed), sum(dead_lettered)"
-        f" FROM {THROUGHPUT} WHERE minute >= {marker}"
-    )
+    params: dict[str, Any] = {"since": _minute(_now(db.now()) - since)}
+    only = ""
     if queue is not None:
-        sql += f" AND lower(queue) = lower({marker})"
-        arguments.append(queue)
-    sql += " GROUP BY queue, minute ORDER BY queue, minute"
+        only = " AND LOWER(queue) = LOWER(@queue)"
+        params["queue"] = queue
     with db.snapshot() as snapshot:
-        rows = snapshot.execute_engine_sql(sql, arguments)
+        rows = snapshot.execute_internal_sql(_THROUGHPUT.format(only=only), params)
     return [
-        ThroughputSample(name, _read_time(minute), int(handled), int(failed), int(dead))
+        ThroughputSample(name, minute, int(handled), int(failed), int(dead))
         for name, minute, handled, failed, dead in rows
     ]

@@ -488,7 +488,13 @@ class Worker:
         if outcome.error is not None:
             fields["error"] = outcome.error
         log.log(
-            level, "%s %s %s", outcome.kind.value, outcome.queue, list(outcome.key), extra=fields
+            level,
+            "%s %s %s",
+            outcome.kind.value,
+            outcome.queue,
+            list(outcome.key),
+            exc_info=outcome.exception,  # the traceback, in the same record
+            extra=fields,
         )
 
     async def _drain_handlers(self) -> None:

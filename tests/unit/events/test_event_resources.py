@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,7 +16,7 @@ from txqueue.errors import InvalidArgument
 from txqueue.events.cloudevent import coerce_event, make_event
 from txqueue.events.outcomes import next_delay
 from txqueue.events.payloads import payload_problem
-from txqueue.events.records import Catalog, Delivery, DeliveryAttempt, Sql
+from txqueue.events.records import ATTEMPT_COLUMNS, Catalog, Delivery, DeliveryAttempt
 from txqueue.events.resources import (
     Bus,
     Destination,
@@ -197,15 +198,9 @@ def test_delivery_payloads_and_attempt_rows_round_trip() -> None:
     assert Delivery.decode(delivery.encode()) == delivery
     row = DeliveryAttempt(
         "uid", "p", 2, "orders", NOW, "retrying", "transient", 503, "HTTP 503",
-        timedelta(milliseconds=12), timedelta(seconds=2),
+        timedelta(milliseconds=12), timedelta(seconds=2), "http.503", None,
     )  # fmt: skip
     assert DeliveryAttempt.from_row(row.row()) == row
-    sqlite_row = (*row.row()[:4], Sql("sqlite").time(NOW), *row.row()[5:])
-    assert DeliveryAttempt.from_row(sqlite_row) == row
-
-
-def test_sql_markers_per_engine() -> None:
-    assert Sql("sqlite").text("a = ? AND b = ?") == "a = ? AND b = ?"
-    assert Sql("postgres").text("a = ? AND b = ?") == "a = %s AND b = %s"
-    assert Sql("postgres").time(NOW) is NOW
-    assert Sql.read_time(Sql("sqlite").time(NOW)) == NOW
+    assert len(row.row()) == len(ATTEMPT_COLUMNS)
+    raised = replace(row, error_type="httpx.ConnectError", traceback="Traceback …")
+    assert DeliveryAttempt.from_row(raised.row()) == raised

@@ -75,11 +75,25 @@ class FakeDatabaseAccess:
         if self.refuse:
             raise FailedPrecondition("refused")
 
-    async def release(self, queue: str, token: str, delay: timedelta, error: str | None) -> int:
+    async def release(
+        self,
+        queue: str,
+        token: str,
+        delay: timedelta,
+        error: str | None,
+        exception: BaseException | None = None,
+    ) -> int:
         self.calls.append(("release", token, delay, error))
         return 0 if self.refuse else 1
 
-    async def dead_letter(self, queue: str, key: tuple[Any, ...], token: str, error: str) -> None:
+    async def dead_letter(
+        self,
+        queue: str,
+        key: tuple[Any, ...],
+        token: str,
+        error: str,
+        exception: BaseException | None = None,
+    ) -> None:
         self.calls.append(("dead_letter", key, token, error))
 
     async def renew(

@@ -1,5 +1,8 @@
 """AsyncArchive: the archive and the attempt log joined (undelivered messages), replay, purge.
 
+Its SQL is GoogleSQL with ``@name`` parameters, run through the faces'
+``execute_internal_sql`` / ``execute_internal_update`` on every engine.
+
 The sync twin ``txqueue/events/_sync/archive.py`` is generated from this file
 by ``tools/async_to_sync.py``.
 """
@@ -16,7 +19,6 @@ from txqueue._async.database import AsyncTransaction
 from txqueue.core.durations import require_aware, to_duration
 from txqueue.core.values import check_count
 from txqueue.errors import AlreadyExists
-from txqueue.events._async.access import engine_update
 from txqueue.events._async.publishing import AsyncPublisher
 from txqueue.events.cloudevent import from_json
 from txqueue.events.records import (
@@ -26,15 +28,16 @@ from txqueue.events.records import (
     MESSAGES,
     ArchivedMessage,
     DeliveryAttempt,
-    Sql,
     UndeliveredMessage,
+    read_time,
 )
+from txqueue.events.unmatched import UnmatchedMessage, unmatched_query
 
 __all__ = ["AsyncArchive"]
 
 _UNDELIVERED = (
     "SELECT a.message_uid, a.pipeline, a.attempt, a.status, a.error, a.attempt_time,"
-    " m.bus, m.event, m.publish_time"
+    " m.bus, m.event, m.publish_time, a.error_type, a.traceback"
     f" FROM {ATTEMPTS} a JOIN {MESSAGES} m ON m.message_uid = a.message_uid"
     " WHERE a.state = 'failed' AND NOT EXISTS ("
     f"SELECT 1 FROM {ATTEMPTS} r WHERE r.message_uid = a.message_uid"
@@ -56,32 +59,52 @@ class AsyncArchive(AsyncPublisher):
         """Archived messages whose delivery failed for good and that were not replayed yet.
 
         The archive joined with the attempt log on message_uid (as Eventarc Advanced's BigQuery example does).
-        ``pipeline=""`` selects messages that no enrollment matched.
+        Messages that no enrollment matched are not failures and are left out (`unmatched`
+        lists them), unless ``pipeline=""`` asks for them (to replay them).
         """
-        sql, params = _UNDELIVERED, list[Any]()
+        sql, params = _UNDELIVERED, dict[str, Any](limit=_limit(limit))
         if bus is not None:
-            sql, params = sql + " AND m.bus = ?", [*params, bus]
+            sql, params["bus"] = sql + " AND m.bus = @bus", bus
         if pipeline is not None:
-            sql, params = sql + " AND a.pipeline = ?", [*params, pipeline]
+            sql, params["pipeline"] = sql + " AND a.pipeline = @pipeline", pipeline
+        else:  # a message no enrollment matched did not fail: see `unmatched`
+            sql += " AND a.pipeline <> ''"
         if since is not None:
-            sql += " AND m.publish_time >= ?"
-            params.append(self._sql.time(require_aware(since, "since")))
-        sql += " ORDER BY m.publish_time, a.message_uid, a.pipeline LIMIT ?"
-        rows = await self._query(sql, [*params, _limit(limit)])
+            sql += " AND m.publish_time >= @since"
+            params["since"] = require_aware(since, "since")
+        sql += " ORDER BY m.publish_time, a.message_uid, a.pipeline LIMIT @limit"
+        rows = await self._query(sql, params)
         return [
             UndeliveredMessage(
                 message_uid=row[0],
                 bus=row[6],
                 pipeline=row[1],
                 event=from_json(json.loads(row[7])),
-                publish_time=Sql.read_time(row[8]),
+                publish_time=read_time(row[8]),
                 attempts=int(row[2]),
                 status=None if row[3] is None else int(row[3]),
                 error=row[4],
-                failure_time=Sql.read_time(row[5]),
+                failure_time=read_time(row[5]),
+                error_type=row[9],
+                traceback=row[10],
             )
             for row in rows
         ]
+
+    async def unmatched(
+        self, *, bus: str | None = None, since: datetime | None = None, limit: int = 1000
+    ) -> list[UnmatchedMessage]:
+        """Archived messages that no enrollment of their bus matched when they were published
+        (recorded then, on buses that archive), oldest first; ``replay(pipeline="")`` routes
+        them afresh."""
+        if since is not None:
+            since = require_aware(since, "since")
+        sql, params = unmatched_query(bus, since, _limit(limit))
+        if not await self._exists():
+            return []
+        async with self.database.snapshot() as snapshot:
+            rows = await snapshot.execute_internal_sql(sql, params)
+        return [UnmatchedMessage.from_row(row) for row in rows]
 
     async def replay(
         self,
@@ -99,6 +122,8 @@ class AsyncArchive(AsyncPublisher):
         is neither listed nor replayed again. Returns the new message_uids.
         """
         found = await self.undelivered(bus=bus, pipeline=pipeline, since=since, limit=limit)
+        if pipeline is None:  # and the messages no enrollment matched: routed afresh
+            found += await self.undelivered(bus=bus, pipeline="", since=since, limit=limit)
         groups: dict[str, list[UndeliveredMessage]] = {}
         for item in found:
             if message_uids is None or item.message_uid in message_uids:
@@ -149,15 +174,15 @@ class AsyncArchive(AsyncPublisher):
     ) -> list[DeliveryAttempt]:
         """Rows of the attempt log (of one message and/or pipeline), oldest first."""
         sql, params = (
-            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM {ATTEMPTS} WHERE 1 = 1",
-            list[Any](),
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM {ATTEMPTS} WHERE TRUE",
+            dict[str, Any](limit=_limit(limit)),
         )
         if message_uid is not None:
-            sql, params = sql + " AND message_uid = ?", [*params, message_uid]
+            sql, params["uid"] = sql + " AND message_uid = @uid", message_uid
         if pipeline is not None:
-            sql, params = sql + " AND pipeline = ?", [*params, pipeline]
-        sql += " ORDER BY attempt_time, message_uid, pipeline, attempt LIMIT ?"
-        rows = await self._query(sql, [*params, _limit(limit)])
+            sql, params["pipeline"] = sql + " AND pipeline = @pipeline", pipeline
+        sql += " ORDER BY attempt_time, message_uid, pipeline, attempt LIMIT @limit"
+        rows = await self._query(sql, params)
         return [DeliveryAttempt.from_row(row) for row in rows]
 
     async def messages(
@@ -165,16 +190,16 @@ class AsyncArchive(AsyncPublisher):
     ) -> list[ArchivedMessage]:
         """Archived messages (of ``bus``, published at or after ``since``), oldest first."""
         sql, params = (
-            f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {MESSAGES} WHERE 1 = 1",
-            list[Any](),
+            f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {MESSAGES} WHERE TRUE",
+            dict[str, Any](limit=_limit(limit)),
         )
         if bus is not None:
-            sql, params = sql + " AND bus = ?", [*params, bus]
+            sql, params["bus"] = sql + " AND bus = @bus", bus
         if since is not None:
-            sql += " AND publish_time >= ?"
-            params.append(self._sql.time(require_aware(since, "since")))
-        sql += " ORDER BY publish_time, message_uid LIMIT ?"
-        rows = await self._query(sql, [*params, _limit(limit)])
+            sql += " AND publish_time >= @since"
+            params["since"] = require_aware(since, "since")
+        sql += " ORDER BY publish_time, message_uid LIMIT @limit"
+        rows = await self._query(sql, params)
         return [ArchivedMessage.from_row(row) for row in rows]
 
     async def purge(self, older_than: timedelta | None = None) -> tuple[int, int]:
@@ -199,17 +224,18 @@ class AsyncArchive(AsyncPublisher):
             for index, (table, column) in enumerate(
                 ((MESSAGES, "publish_time"), (ATTEMPTS, "attempt_time"))
             ):
-                sql, params = f"DELETE FROM {table} WHERE {column} < ?", [self._sql.time(cutoff)]
+                sql = f"DELETE FROM {table} WHERE {column} < @cutoff"
+                params: dict[str, Any] = {"cutoff": cutoff}
                 if bus is not None:
-                    sql, params = sql + " AND bus = ?", [*params, bus]
+                    sql, params["bus"] = sql + " AND bus = @bus", bus
                 counts[index] += await self.database.run_in_transaction(
-                    _execute_update, self._sql.text(sql), params
+                    _execute_update, sql, params
                 )
         return counts[0], counts[1]
 
 
-async def _execute_update(txn: AsyncTransaction, sql: str, params: list[Any]) -> int:
-    return await engine_update(txn, sql, params)
+async def _execute_update(txn: AsyncTransaction, sql: str, params: dict[str, Any]) -> int:
+    return await txn.execute_internal_update(sql, params)
 
 
 def _limit(limit: int) -> int:

@@ -18,7 +18,6 @@ from txqueue import telemetry
 from txqueue._async.database import AsyncDatabase, AsyncTransaction
 from txqueue.drivers._async_compat import Lock
 from txqueue.errors import InvalidArgument, NotFound
-from txqueue.events._async.access import engine_query
 from txqueue.events.cloudevent import (
     CloudEvent,
     attributes_of,
@@ -34,11 +33,11 @@ from txqueue.events.records import (
     DELIVERIES,
     MESSAGE_COLUMNS,
     MESSAGES,
+    REFUSED,
     TABLES,
     Catalog,
     Delivery,
     DeliveryAttempt,
-    Sql,
 )
 from txqueue.events.resources import Enrollment, check_resource_name
 
@@ -50,7 +49,6 @@ class AsyncPublisher:
 
     def __init__(self, database: AsyncDatabase) -> None:
         self.database = database
-        self._sql = Sql(database.engine)
         self._ready = False
         self._lock = Lock()
         # One configuration read per transaction, however many events it publishes.
@@ -78,16 +76,21 @@ class AsyncPublisher:
             return False
         return True
 
-    async def _query(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    async def _query(
+        self, sql: str, params: dict[str, Any], transaction: AsyncTransaction | None = None
+    ) -> list[Any]:
+        """Rows of a query of the event tables (GoogleSQL, ``@name`` parameters), read in
+        ``transaction`` or in a snapshot of their own; none before the tables exist."""
         if not await self._exists():
             return []
-        return await engine_query(self.database, self._sql.text(sql), params)
+        if transaction is not None:
+            return (await transaction.execute_internal_sql(sql, params)).rows
+        async with self.database.snapshot() as snapshot:
+            return (await snapshot.execute_internal_sql(sql, params)).rows
 
     async def catalog(self, transaction: AsyncTransaction | None = None) -> Catalog:
         """Every bus, pipeline and enrollment, read now (inside ``transaction`` if given)."""
-        if not await self._exists():
-            return Catalog([])
-        return Catalog.from_rows(await engine_query(self.database, CONFIG_QUERY, None, transaction))
+        return Catalog.from_rows(await self._query(CONFIG_QUERY, {}, transaction))
 
     # ---- publishing --------------------------------------------------------------------------
 
@@ -178,8 +181,9 @@ def _unevaluated(
             continue  # routed anyway, or already recorded: one row per (message, pipeline)
         error = f"enrollment {enrollment.name!r} was not evaluated: {reason}"
         attempt = DeliveryAttempt(
-            uid, enrollment.pipeline, 1, bus, now, "failed", "permanent", None, error, None
-        )
+            uid, enrollment.pipeline, 1, bus, now, "failed", "permanent", None, error, None,
+            None, REFUSED,
+        )  # fmt: skip
         rows[enrollment.pipeline] = attempt.row()
     return list(rows.values())
 
