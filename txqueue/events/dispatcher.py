@@ -5,9 +5,10 @@ a lease: several dispatchers (processes, hosts) never attempt one delivery at th
 and a dispatcher that dies mid-attempt leaves the message to be received again once its lease
 expires, so no delivery is lost (delivery is at-least-once).
 
-Every attempt ends in one transaction (see `recorder`) that acks the delivery with its lease
-token, writes the attempt-log row and, for a retry, sends the delivery again with deliver time
-now + `next_delay`; an attempt whose lease ran out first still counts (`leases`).
+Every attempt ends in one transaction (see `recorder`; `settling` says what it writes) that
+acks the delivery with its lease token, writes the attempt-log row and, for a retry, sends the
+delivery again with deliver time now + `next_delay`; an attempt whose lease ran out first still
+counts (`leases`).
 
 An HTTP attempt ends at ``attempt_timeout``, a total deadline however slowly the endpoint
 answers. The lease is twice that plus 5 s: a wait for a free HTTP thread (at most one attempt
@@ -31,38 +32,41 @@ import asyncio
 import contextvars
 import functools
 import gc
-import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from txqueue import telemetry
-from txqueue._async.database import AsyncDatabase, AsyncTransaction
+from txqueue._async.database import AsyncDatabase
 from txqueue.core.durations import MAX_DURATION, to_duration
-from txqueue.core.failures import MAX_MESSAGE
-from txqueue.core.schema import ColumnType
 from txqueue.core.text import printable
 from txqueue.drivers._async_compat import done_within
 from txqueue.errors import AlreadyExists, InvalidArgument, NotFound, TxqueueError
 from txqueue.events._async.events import AsyncEvents
-from txqueue.events.cloudevent import CloudEvent, from_json, to_binary_http, to_json
+from txqueue.events.cloudevent import CloudEvent, from_json, to_binary_http
 from txqueue.events.delivery import Attempt, HttpDeliverer
 from txqueue.events.leases import give_back, log_lost, renewed, resume
-from txqueue.events.outcomes import AttemptKind, next_delay
-from txqueue.events.payloads import payload_problem
+from txqueue.events.outcomes import AttemptKind
 from txqueue.events.recorder import AttemptRecord, LeaseLost, Recorder, Write
 from txqueue.events.records import DELIVERIES, REFUSED, Catalog, Delivery
-from txqueue.events.records import DeliveryAttempt as LogRow
 from txqueue.events.resources import Pipeline
 from txqueue.events.sender import Request, Sender, pool_limits
+from txqueue.events.settling import (
+    MAX_HOPS,
+    DispatcherStats,
+    Settled,
+    count,
+    elapsed,
+    forwarding,
+    outcome,
+    problem,
+)
 from txqueue.models import Message
 from txqueue.worker.concurrency import cancel_and_wait
 from txqueue.worker.registry import HEARTBEAT, DispatcherRegistration
 
-__all__ = ["AsyncDispatcher", "DispatcherStats"]
+__all__ = ["MAX_HOPS", "AsyncDispatcher", "DispatcherStats"]
 
 logger = logging.getLogger("txqueue.events")
 
@@ -85,31 +89,7 @@ _AHEAD = 2
 _LEASE_BATCH = 64
 #: A delivery that waited longer than this for room is handed out with its lease renewed.
 _RENEW_AFTER = 1.0
-#: A bus-to-bus forward chain longer than this is a loop, failed permanently.
-MAX_HOPS = 8
 _ZERO = timedelta(0)
-
-
-@dataclass
-class DispatcherStats:
-    """Counts of one dispatcher's attempts since it started."""
-
-    attempts: int = 0
-    delivered: int = 0
-    retried: int = 0
-    failed: int = 0
-
-
-@dataclass
-class _Settled:
-    """What an attempt's record left behind, for the stats and the log once committed."""
-
-    name: str
-    uid: str
-    number: int
-    state: str
-    error: str | None
-    delay: timedelta | None
 
 
 class AsyncDispatcher:
@@ -358,7 +338,7 @@ class AsyncDispatcher:
                 return
             self._finished(message.key)
             if error is None:
-                self._settled(settled)
+                count(self.stats, settled)
             else:  # the database failed: the lease expires and the attempt is redone
                 logger.error(
                     "delivery %s failed unexpectedly; it will be retried",
@@ -455,8 +435,8 @@ class AsyncDispatcher:
             text = f"stored event is invalid: {error}"
             attempt = Attempt.raised(AttemptKind.PERMANENT, error, text, _ZERO)
         else:
-            problem = _problem(pipeline, name, event, delivery)
-            attempt = Attempt(None, AttemptKind.PERMANENT, problem, _ZERO, None, REFUSED)
+            refused = problem(pipeline, name, event, delivery)
+            attempt = Attempt(None, AttemptKind.PERMANENT, refused, _ZERO, None, REFUSED)
         if attempt.error is not None or pipeline is None or event is None:
             await self._finish(message, delivery, pipeline, attempt, started)
             return
@@ -468,16 +448,16 @@ class AsyncDispatcher:
             if request.attempt is not None:  # None: failed unexpectedly (logged); lease expires
                 await self._finish(message, delivery, pipeline, request.attempt, request.started)
             return
-        forward = self._forward(pipeline, event, uid, delivery)
+        forward = forwarding(self.events, self.database, pipeline, event, uid, delivery)
         clock = time.monotonic()
         success = Attempt(None, AttemptKind.SUCCESS, None, _ZERO, None)
         try:
             await self._finish(message, delivery, pipeline, success, started, forward, clock)
         except (NotFound, InvalidArgument, AlreadyExists) as error:
-            failed = Attempt.raised(AttemptKind.PERMANENT, error, str(error), _elapsed(clock))
+            failed = Attempt.raised(AttemptKind.PERMANENT, error, str(error), elapsed(clock))
             await self._finish(message, delivery, pipeline, failed, started)
         except TxqueueError as error:  # the database is unavailable, or too busy: try again
-            failed = Attempt.raised(AttemptKind.TRANSIENT, error, str(error), _elapsed(clock))
+            failed = Attempt.raised(AttemptKind.TRANSIENT, error, str(error), elapsed(clock))
             await self._finish(message, delivery, pipeline, failed, started)
 
     async def _post(
@@ -501,30 +481,6 @@ class AsyncDispatcher:
         self._sender.submit(Request(message, delivery, pipeline, http, done, context))
         return await answered
 
-    def _forward(
-        self, pipeline: Pipeline, event: CloudEvent, uid: str, delivery: Delivery
-    ) -> Write:
-        """The write that delivers to a bus or a queue, inside the attempt's transaction."""
-        target = pipeline.destination.target
-        if pipeline.destination.kind == "bus":
-
-            async def to_bus(txn: AsyncTransaction) -> None:
-                await self.events.publish_checked(txn, target, event, hops=delivery.hops + 1)
-
-            return to_bus
-
-        async def to_queue(txn: AsyncTransaction) -> None:
-            column = (await self.database.queue(target)).payload_column
-            document = to_json(event, uid)  # messageuid and xgooglemessageuid
-            text = json.dumps(document, separators=(",", ":"))
-            payload: Any = {
-                ColumnType.JSON: document,
-                ColumnType.BYTES: text.encode(),
-            }.get(column.type, text)
-            await txn.send(target, (uid,), payload)
-
-        return to_queue
-
     async def _finish(
         self,
         message: Message,
@@ -544,7 +500,7 @@ class AsyncDispatcher:
         except LeaseLost as lost:
             await log_lost(self.database, record, lost)
             return
-        self._settled(settled)
+        count(self.stats, settled)
 
     def _outcome(
         self,
@@ -555,73 +511,9 @@ class AsyncDispatcher:
         started: datetime,
         forward: Write | None = None,
         clock: float | None = None,
-    ) -> tuple[AttemptRecord, _Settled]:
-        """What the attempt writes (ack, log row, a resend for a retry) and leaves behind."""
-        name, uid = message.key
-        number = delivery.attempts + 1
-        delay = None
-        error = attempt.error
-        if error is not None and len(error) > MAX_MESSAGE:  # as a handler failure's message
-            error = f"{error[:MAX_MESSAGE]} […{len(error) - MAX_MESSAGE} characters cut]"
-        if attempt.outcome is AttemptKind.SUCCESS:
-            state = "delivered"
-        elif (
-            attempt.outcome is AttemptKind.TRANSIENT
-            and pipeline is not None
-            and pipeline.retry.should_retry(number)
-        ):
-            state, delay = "retrying", next_delay(pipeline.retry, number, attempt.retry_after)
-        else:
-            state = "failed"
-            if attempt.outcome is AttemptKind.TRANSIENT:
-                error = f"{error} (gave up after {number} attempt(s))"
-
-        row = LogRow(
-            uid, name, number, delivery.bus, started, state, attempt.outcome.value,
-            attempt.status, error, attempt.latency, delay, attempt.error_type, attempt.traceback,
-        )  # fmt: skip
-        resend = None
-        if delay is not None:
-            when = (self.database.now() or datetime.now(timezone.utc)) + delay
-            resend = (replace(delivery, attempts=number).encode(), when)
-        record = AttemptRecord(
-            message.key, message.lease_token, row, resend, forward, clock,
-            self._traces.get(message.key),
-        )  # fmt: skip
-        return record, _Settled(name, uid, number, state, error, delay)
-
-    def _settled(self, settled: _Settled) -> None:
-        """Count a recorded attempt; log a retry or a failure."""
-        self.stats.attempts += 1
-        name, uid, error = settled.name, settled.uid, settled.error
-        if settled.state == "delivered":
-            self.stats.delivered += 1
-        elif settled.state == "retrying":
-            self.stats.retried += 1
-            logger.info(
-                "delivery %s/%s attempt %d: %s; retry in %s",
-                *map(printable, (name, uid)),
-                settled.number,
-                printable(error),
-                settled.delay,
-            )
-        else:
-            self.stats.failed += 1
-            logger.warning(
-                "delivery %s/%s failed for good: %s", *map(printable, (name, uid, error))
-            )
-
-
-def _problem(
-    pipeline: Pipeline | None, name: str, event: CloudEvent, delivery: Delivery
-) -> str | None:
-    """Why the delivery fails before reaching its destination, or None (Eventarc Advanced: permanent)."""
-    if pipeline is None:
-        return f"pipeline {name!r} does not exist (deleted after the event was routed)"
-    if pipeline.destination.kind == "bus" and delivery.hops >= MAX_HOPS:
-        return f"routing loop: the event was forwarded between buses {delivery.hops} times"
-    return payload_problem(event, pipeline.input_payload_format, pipeline.json_schema)
-
-
-def _elapsed(clock: float) -> timedelta:
-    return timedelta(seconds=time.monotonic() - clock)
+    ) -> tuple[AttemptRecord, Settled]:
+        """What the attempt writes and leaves behind (`settling.outcome`)."""
+        trace = self._traces.get(message.key)
+        return outcome(
+            message, delivery, pipeline, attempt, started, self.database.now, trace, forward, clock
+        )

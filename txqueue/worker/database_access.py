@@ -8,6 +8,7 @@ generated sync twin, so the rules live once.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import inspect
 from collections.abc import Callable, Sequence
@@ -85,9 +86,65 @@ def _now(pinned: datetime | None) -> datetime:
     return pinned if pinned is not None else datetime.now(timezone.utc)
 
 
-class AsyncDatabaseAccess:
+class _FaceAccess(abc.ABC):
+    """What both faces ask of their database alike, written once: each face says only how
+    it calls a method of its database (``_ask``: awaited, or inline)."""
+
+    database: AsyncDatabase | Database
+
+    @abc.abstractmethod
+    async def _ask(self, method: Callable[..., Any], /, *args: Any, **options: Any) -> Any:
+        """``method(*args, **options)`` of ``database``, as this face calls it."""
+
+    def now(self) -> datetime:
+        return _now(self.database.now())
+
+    async def queue(self, name: str) -> Table:
+        table: Table = await self._ask(self.database.queue, name)
+        return table
+
+    async def release(
+        self,
+        queue: str,
+        token: str,
+        delay: timedelta,
+        error: str | None,
+        exception: BaseException | None = None,
+    ) -> int:
+        released: int = await self._ask(
+            self.database.release_lease,
+            queue,
+            [token],
+            delay=delay,
+            error=error,
+            exception=exception,
+        )
+        return released
+
+    async def dead_letter(
+        self,
+        queue: str,
+        key: tuple[Any, ...],
+        token: str,
+        error: str,
+        exception: BaseException | None = None,
+    ) -> None:
+        await self._ask(self.database.dead_letter, queue, key, token, error, exception=exception)
+
+    async def renew(
+        self, queue: str, tokens: Sequence[str], extension: timedelta
+    ) -> list[LeaseRenewal]:
+        renewals: list[LeaseRenewal] = await self._ask(
+            self.database.renew_lease, queue, tokens, extension
+        )
+        return renewals
+
+
+class AsyncDatabaseAccess(_FaceAccess):
     """The worker's database access: ``AsyncDatabase``, plus a sync ``Database`` for sync transactional
     handlers (they are given a ``txqueue.Transaction``), opened on first use."""
+
+    database: AsyncDatabase
 
     def __init__(
         self,
@@ -103,11 +160,8 @@ class AsyncDatabaseAccess:
         self._opening = asyncio.Lock()
         self._acks = acks
 
-    def now(self) -> datetime:
-        return _now(self.database.now())
-
-    async def queue(self, name: str) -> Table:
-        return await self.database.queue(name)
+    async def _ask(self, method: Callable[..., Any], /, *args: Any, **options: Any) -> Any:
+        return await method(*args, **options)
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         return await self._pool.run(function, *args)
@@ -165,33 +219,6 @@ class AsyncDatabaseAccess:
         else:
             await self.apply([Ack(queue, key, token)])
 
-    async def release(
-        self,
-        queue: str,
-        token: str,
-        delay: timedelta,
-        error: str | None,
-        exception: BaseException | None = None,
-    ) -> int:
-        return await self.database.release_lease(
-            queue, [token], delay=delay, error=error, exception=exception
-        )
-
-    async def dead_letter(
-        self,
-        queue: str,
-        key: tuple[Any, ...],
-        token: str,
-        error: str,
-        exception: BaseException | None = None,
-    ) -> None:
-        await self.database.dead_letter(queue, key, token, error, exception=exception)
-
-    async def renew(
-        self, queue: str, tokens: Sequence[str], extension: timedelta
-    ) -> list[LeaseRenewal]:
-        return await self.database.renew_lease(queue, tokens, extension)
-
     def close_sync(self) -> None:
         """Close the sync database, if it was opened."""
         if self._sync is not None:
@@ -199,18 +226,17 @@ class AsyncDatabaseAccess:
             self._sync = None
 
 
-class SyncDatabaseAccess:
+class SyncDatabaseAccess(_FaceAccess):
     """Database access over a sync ``Database``, for ``txqueue.testing.drain``: calls block (the
     drain runs on its own loop), sync handlers run inline, async handlers on that loop."""
+
+    database: Database
 
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def now(self) -> datetime:
-        return _now(self.database.now())
-
-    async def queue(self, name: str) -> Table:
-        return self.database.queue(name)
+    async def _ask(self, method: Callable[..., Any], /, *args: Any, **options: Any) -> Any:
+        return method(*args, **options)
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         return function(*args)
@@ -245,30 +271,3 @@ class SyncDatabaseAccess:
 
     async def ack(self, queue: str, key: tuple[Any, ...], token: str) -> None:
         await self.apply([Ack(queue, key, token)])
-
-    async def release(
-        self,
-        queue: str,
-        token: str,
-        delay: timedelta,
-        error: str | None,
-        exception: BaseException | None = None,
-    ) -> int:
-        return self.database.release_lease(
-            queue, [token], delay=delay, error=error, exception=exception
-        )
-
-    async def dead_letter(
-        self,
-        queue: str,
-        key: tuple[Any, ...],
-        token: str,
-        error: str,
-        exception: BaseException | None = None,
-    ) -> None:
-        self.database.dead_letter(queue, key, token, error, exception=exception)
-
-    async def renew(
-        self, queue: str, tokens: Sequence[str], extension: timedelta
-    ) -> list[LeaseRenewal]:
-        return self.database.renew_lease(queue, tokens, extension)

@@ -22,6 +22,7 @@ the registry runs unchanged on every engine. The heartbeats write through the as
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import logging
@@ -187,9 +188,10 @@ def _minute(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0)
 
 
-class _Heartbeat:
+class _Heartbeat(abc.ABC):
     """A live process's row: ``run`` beats until cancelled, ``remove`` deletes the row at a
-    graceful shutdown. Subclasses say what the row lists and what else a beat writes."""
+    graceful shutdown. Subclasses say what the row lists (both hooks are abstract, so a kind
+    missing one is refused when made) and what else a beat writes."""
 
     kind = WORKER
     tables: tuple[Table, ...] = TABLES
@@ -225,22 +227,24 @@ class _Heartbeat:
                 )
             await asyncio.sleep(self.heartbeat.total_seconds())
 
+    @abc.abstractmethod
     async def listed(self) -> list[str]:
         """The queues or pipelines the row lists."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def in_flight(self) -> int:
         """The messages or deliveries being handled now."""
-        raise NotImplementedError
 
     def _prepare(self, now: datetime) -> Any:
         """What this beat writes beside the row (a worker's throughput), computed before it."""
         return None
 
-    async def _write_more(self, transaction: Any, now: datetime, prepared: Any) -> None:
+    async def _write_more(  # noqa: B027 (optional: a kind that writes no more keeps it)
+        self, transaction: Any, now: datetime, prepared: Any
+    ) -> None:
         """Write what `_prepare` computed, in the beat's transaction."""
 
-    def _written_more(self, now: datetime) -> None:
+    def _written_more(self, now: datetime) -> None:  # noqa: B027 (optional, as _write_more)
         """The beat committed."""
 
     async def beat(self) -> None:
