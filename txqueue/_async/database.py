@@ -122,6 +122,12 @@ class AsyncDatabase:
         """What sets this database's engine apart (placeholders, timestamps, writers, ...)."""
         return traits_named(self._driver.engine)
 
+    @property
+    def _sql_engine(self) -> str:
+        """What the SQL front end writes this database's SQL for (the driver's ``sql_engine``:
+        the engine, or Spanner's PostgreSQL dialect on such a Spanner database)."""
+        return self._driver.sql_engine
+
     def now(self) -> datetime | None:
         """The pinned time, or None for the database's own clock."""
         return self._clock()

@@ -12,9 +12,10 @@ from typing import Any
 import txqueue
 from txqueue.cli.listing import emit
 from txqueue.cli.text import Column, console, print_table, text
-from txqueue.core.schema import ApplicationTable
+from txqueue.core.schema import ApplicationTable, ColumnType
+from txqueue.core.schema import Column as SchemaColumn
 from txqueue.errors import TxqueueError
-from txqueue.sql.information_schema import QUEUE_STATE_COLUMNS, spanner_type
+from txqueue.sql.information_schema import queue_state_columns, spanner_type
 
 __all__ = ["describe", "list_tables"]
 
@@ -90,13 +91,15 @@ def describe(db: txqueue.Database, name: str, output_format: str) -> None:
             records.append(
                 {
                     "column": deliver_time,
-                    "type": "TIMESTAMP",
+                    "type": spanner_type(
+                        SchemaColumn(deliver_time, ColumnType.TIMESTAMP), db.dialect
+                    ),
                     "nullable": False,
                     "key": None,
                     "note": "when the message is delivered (set by send)",
                 }
             )
-        for hidden, kind, meaning in QUEUE_STATE_COLUMNS:
+        for hidden, kind, meaning in queue_state_columns(db.dialect):
             records.append(
                 {
                     "column": hidden,

@@ -311,7 +311,8 @@ class _Runner:
         """``help``, ``\\d`` or ``\\d NAME``; False for an unknown command or name."""
         words = text.rstrip(";").split()
         if words[0].lower() == "help":
-            for line in SHELL_HELP.splitlines():  # one by one: text() shows \n as an escape
+            shown = SHELL_HELP if self.db.dialect != "postgresql" else _POSTGRESQL_HELP
+            for line in shown.splitlines():  # one by one: text() shows \n as an escape
                 self.console.print(display.text(line))
             return True
         if words[0] == "\\d" and len(words) <= 2:
@@ -386,6 +387,11 @@ its own transaction, DDL through update_ddl).
   SELECT * FROM RECEIVE_Queue(max_duration => '5s');   receive messages as they arrive
   help            this text
   \\q, exit, quit  leave (or Ctrl-D)"""
+#: The help in the PostgreSQL dialect: its spelling of the receive function.
+_POSTGRESQL_HELP = SHELL_HELP.replace(
+    "SELECT * FROM RECEIVE_Queue(max_duration => '5s');  ",
+    "SELECT * FROM spanner.receive_queue(NULL, NULL, '5s');",
+)
 
 
 def _blank(text: str) -> bool:

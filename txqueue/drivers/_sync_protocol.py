@@ -113,6 +113,10 @@ class Driver(Protocol):
     """A database engine behind txqueue."""
 
     engine: str
+    #: The traits (`txqueue.drivers.engines.traits_named`) the SQL front end writes this
+    #: driver's SQL for: ``engine``, or a target of its own (Spanner's PostgreSQL dialect),
+    #: known once `initialize` has read the database's dialect.
+    sql_engine: str
 
     def initialize(self, dialect: Dialect | None) -> Dialect:
         """Create txqueue's catalog when missing; record or check the database's dialect."""

@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 from txqueue.core.url import DatabaseUrl
 from txqueue.drivers.postgres.traits import TRAITS as POSTGRES
 from txqueue.drivers.spanner.traits import TRAITS as SPANNER
+from txqueue.drivers.spanner.traits import TRAITS_POSTGRESQL as SPANNER_POSTGRESQL
 from txqueue.drivers.sqlite.traits import TRAITS as SQLITE
 from txqueue.drivers.traits import EngineTraits
 from txqueue.errors import InvalidArgument
@@ -19,7 +20,9 @@ __all__ = [
     "ENGINES",
     "POSTGRES",
     "SPANNER",
+    "SPANNER_POSTGRESQL",
     "SQLITE",
+    "SQL_TARGETS",
     "parse_url",
     "traits_for",
     "traits_named",
@@ -29,8 +32,12 @@ __all__ = [
 #: Every engine txqueue speaks, in the order error messages list them.
 ENGINES: tuple[EngineTraits, ...] = (SQLITE, POSTGRES, SPANNER)
 
+#: Targets of the SQL front end that are no engine of their own (no URL chooses them): a
+#: driver names one as its ``sql_engine``. Spanner's PostgreSQL dialect is Cloud Spanner.
+SQL_TARGETS: tuple[EngineTraits, ...] = (SPANNER_POSTGRESQL,)
+
 _BY_SCHEME = {scheme: traits for traits in ENGINES for scheme in traits.schemes}
-_BY_NAME = {traits.name: traits for traits in ENGINES}
+_BY_NAME = {traits.name: traits for traits in (*ENGINES, *SQL_TARGETS)}
 
 
 def parse_url(url: str) -> DatabaseUrl:
@@ -63,7 +70,8 @@ def traits_for(url: str) -> EngineTraits:
 
 
 def traits_named(engine: str) -> EngineTraits:
-    """The traits of the engine called ``engine`` (`Database.engine`)."""
+    """The traits of the engine called ``engine`` (`Database.engine`), or of the SQL front
+    end's target a driver names as its ``sql_engine``."""
     traits = _BY_NAME.get(engine)
     if traits is None:
         raise InvalidArgument(f"unknown engine {engine!r}")

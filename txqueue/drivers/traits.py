@@ -75,6 +75,14 @@ class EngineTraits:
     #: Decodes a stored value by its declared column, or None when the engine's DB-API
     #: driver already returns the Python value.
     decoder: Callable[[], Callable[[Column, Any], Any] | None]
+    #: True when the SQL front end writes its parameters as ``?`` markers, in the order they
+    #: appear, and binds them as a list (the driver numbers them: ``$1``, ``$2`` …); False
+    #: when it binds them by name (``@name``, ``%(name)s``, ``:name``).
+    positional_markers: bool = False
+    #: True when the driver checks ``ASSERT_ROWS_MODIFIED`` itself (a savepoint, or the
+    #: engine's own clause); False when the engine has neither, so the front end counts the
+    #: rows the DML would change in the same transaction before running it.
+    checks_row_count: bool = True
 
     def engine_sql(self, sql: str) -> str:
         """``sql`` written with ``?`` markers, in the engine's marker style."""

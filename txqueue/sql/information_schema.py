@@ -24,6 +24,7 @@ __all__ = [
     "VIEWS",
     "columns",
     "is_view",
+    "queue_state_columns",
     "spanner_type",
     "view",
     "view_name",
@@ -257,19 +258,27 @@ def columns(name: str, dialect: Dialect) -> list[Column]:
 
 
 def _query(name: str, rows: Sequence[tuple[Any, ...]], dialect: Dialect) -> exp.Expression:
-    """``SELECT v AS c, ... UNION ALL SELECT ...`` (no rows: one ``WHERE FALSE``), ready for
-    the engine (it does not pass through the compiler: `columns` are its types). The UNIONs
-    nest as balanced trees, in chunks (SQLite allows 500 terms in one compound SELECT)."""
-    aliases = [column.name for column in columns(name, dialect)]
+    """``SELECT v AS c, ... UNION ALL SELECT ...`` (no rows: a derived table of one row and
+    ``WHERE FALSE``, as Spanner allows no WHERE without FROM), ready for the engine (it does
+    not pass through the compiler: `columns` are its types). A NULL is cast to its column's
+    type (Spanner reads a bare one as INT64). The UNIONs nest as balanced trees, in chunks
+    (SQLite allows 500 terms in one compound SELECT)."""
+    view_columns = columns(name, dialect)
+    aliases = [column.name for column in view_columns]
+    kinds = [column.type for column in view_columns]
 
     def select(values: Sequence[Any], named: bool) -> exp.Select:
-        items: list[Any] = [_literal(value) for value in values]
+        items: list[Any] = [_literal(value, kind) for value, kind in zip(values, kinds)]
         if named:
             items = [exp.alias_(item, alias) for item, alias in zip(items, aliases)]
         return exp.select(*items)
 
     if not rows:
-        return select([None] * len(aliases), True).where(exp.false())
+        empty = exp.Subquery(
+            this=select([None] * len(aliases), True),
+            alias=exp.TableAlias(this=exp.to_identifier("_txq_empty")),
+        )
+        return exp.select("*").from_(empty).where(exp.false())
     chunks = [
         _balanced(
             [select(row, index == 0) for index, row in enumerate(rows[start : start + _CHUNK])]
@@ -297,9 +306,12 @@ def _balanced(selects: list[Any]) -> Any:
     return selects[0]
 
 
-def _literal(value: Any) -> exp.Expression:
+_SQL_TYPES = {_STRING: "TEXT", _INT64: "BIGINT", _BOOL: "BOOLEAN"}
+
+
+def _literal(value: Any, kind: ColumnType) -> exp.Expression:
     if value is None:
-        return exp.null()
+        return exp.cast(exp.null(), exp.DataType.build(_SQL_TYPES[kind]))
     if isinstance(value, bool):
         return exp.true() if value else exp.false()
     if isinstance(value, int):
@@ -324,3 +336,12 @@ QUEUE_STATE_COLUMNS = (
     ("_txq_last_failure", "TIMESTAMP", "a dead letter's last failure"),
     ("_txq_trace_context", "STRING", "the sender's W3C trace context, when traced"),
 )
+
+
+def queue_state_columns(dialect: Dialect) -> list[tuple[str, str, str]]:
+    """`QUEUE_STATE_COLUMNS` with each type spelled as ``dialect`` spells it (``timestamp with
+    time zone`` in the PostgreSQL dialect, as its INFORMATION_SCHEMA does)."""
+    return [
+        (name, _spanner_type(Column(name, ColumnType(kind)), dialect), meaning)
+        for name, kind, meaning in QUEUE_STATE_COLUMNS
+    ]

@@ -26,10 +26,11 @@ __all__ = ["AsyncStreamingResultSet", "QueryPlan", "StreamingResultSet"]
 
 @dataclass(frozen=True)
 class QueryPlan:
-    """Engine SQL for a query, its bound values, and its output columns (None: unknown)."""
+    """Engine SQL for a query, its bound values (by name, or a list for an engine that takes
+    ``?`` markers in order), and its output columns (None: unknown)."""
 
     sql: str
-    params: dict[str, Any]
+    params: Any
     outputs: list[Output] | None
     engine: str
 

@@ -170,8 +170,8 @@ class Rewriter:
         if isinstance(node, exp.Uuid):
             if self.emulated:
                 return typed(_sqlite_uuid(), STRING)
-            generated = exp.Anonymous(this="GEN_RANDOM_UUID")
-            return typed(exp.cast(generated, exp.DataType.build("TEXT")), STRING)
+            # Each engine's writer spells it: GENERATE_UUID(), GEN_RANDOM_UUID() …
+            return typed(exp.cast(exp.Uuid(), exp.DataType.build("TEXT")), STRING)
         if isinstance(node, (exp.Cast, exp.TryCast)):
             return self.cast(node)
         if isinstance(node, exp.Interval) and not isinstance(node.this, exp.Literal):

@@ -36,13 +36,15 @@ from txqueue.sql.rewrite import Rewriter
 from txqueue.sql.source import Prepared, Source, prepare
 from txqueue.sql.tvf import ReceivePlan, RenewPlan, plan_table_function, table_function
 
-__all__ = ["DmlPlan", "Plan", "QueryPlan", "Statement", "parse_sql"]
+__all__ = ["DmlPlan", "Plan", "QueryPlan", "RowCheck", "Statement", "parse_sql"]
 
 T = TypeVar("T")
 _READ: dict[Dialect, Any] = {Dialect.GOOGLESQL: "bigquery", Dialect.POSTGRESQL: Postgres}
 _RESERVED = ("_txq", "txqueue_")
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+.*?>")
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+\.(\w+)'>")
+#: A bound value's placeholder as the ``?``-marker engines' dialect writes it (``@txq…_n``).
+_PLACEHOLDER = re.compile(r"@(txq[0-9a-f]{8}_\d+)\b")
 
 
 class _NoCommandFallback(logging.Filter):
@@ -56,13 +58,29 @@ logging.getLogger("sqlglot").addFilter(_NoCommandFallback())
 
 
 @dataclass(frozen=True)
+class RowCheck:
+    """ASSERT_ROWS_MODIFIED on an engine that cannot check it after the fact (no such clause,
+    no savepoints): the rows the DML would change, known from the statement (``rows``: an
+    INSERT's VALUES) or counted by ``sql`` first, in the same transaction, whose read locks
+    keep the count true until the DML runs. A mismatch fails before anything is written."""
+
+    expected: int
+    rows: int | None = None
+    sql: str | None = None
+    params: Any = None
+
+
+@dataclass(frozen=True)
 class DmlPlan:
-    """Engine DML with bound values; ``sends_to`` names the queue an INSERT sends to."""
+    """Engine DML with bound values; ``sends_to`` names the queue an INSERT sends to.
+    ``params``: by name, or a list for an engine that takes ``?`` markers in order."""
 
     sql: str
-    params: dict[str, Any]
+    params: Any
     expected_rows: int | None
     sends_to: tuple[str, ...]
+    #: Set when the front end checks ASSERT_ROWS_MODIFIED (then ``expected_rows`` is None).
+    check: RowCheck | None = None
 
 
 Plan = QueryPlan | DmlPlan | ReceivePlan | RenewPlan
@@ -245,7 +263,7 @@ class Statement:
                 self._plans.clear()
             self._plans[key] = plan
         if isinstance(plan, (QueryPlan, DmlPlan)):
-            return replace(plan, params=dict(plan.params))
+            return replace(plan, params=_copied(plan.params))
         return plan
 
     def _plan(
@@ -258,6 +276,7 @@ class Statement:
         catalog: Catalog | None = None,
     ) -> Plan:
         binder = Binder(engine, self.dialect, params, param_types)
+        traits = traits_named(engine)
         if self.function is not None:
             queue = tables.get(self.function.queue.lower())
             if queue is None:
@@ -280,7 +299,8 @@ class Statement:
             if views:
                 tree = _with_views(tree, views, catalog or (dict(tables), {}), self.dialect)
             check_functions(tree, rewriter.where, _READ[self.dialect])
-            return QueryPlan(_generate(tree, traits_named(engine)), binder.values, outputs, engine)
+            sql, values = _bound(_generate(tree, traits), binder.values, traits)
+            return QueryPlan(sql, values, outputs, engine)
         if views:
             raise InvalidArgument("INFORMATION_SCHEMA is read by queries only")
         if isinstance(tree, exp.Insert):
@@ -293,7 +313,12 @@ class Statement:
         sends_to = (table.name,) if isinstance(tree, exp.Insert) and table.is_queue else ()
         check_functions(tree, rewriter.where, _READ[self.dialect])
         expected = self._expected_rows(binder)
-        return DmlPlan(_generate(tree, traits_named(engine)), binder.values, expected, sends_to)
+        check = None
+        if expected is not None and not traits.checks_row_count:
+            check = _row_check(tree, expected, binder.values, traits)
+            expected = None
+        sql, values = _bound(_generate(tree, traits), binder.values, traits)
+        return DmlPlan(sql, values, expected, sends_to, check)
 
     def _views(self, tree: exp.Expression) -> dict[str, str]:
         """Name each INFORMATION_SCHEMA view the statement reads as a CTE of its own (keys:
@@ -364,6 +389,59 @@ def _generate(tree: exp.Expression, traits: EngineTraits) -> TranslatedSql:
         return TranslatedSql(sql)
     # psycopg reads every % as a placeholder marker: double the ones that are not ours.
     return TranslatedSql(re.sub(r"%(?!\(txq[0-9a-f]{8}_\d+\)s)", "%%", sql))
+
+
+def _bound(
+    sql: TranslatedSql, values: dict[str, Any], traits: EngineTraits
+) -> tuple[TranslatedSql, Any]:
+    """The SQL and its parameters as ``traits``' driver takes them: by name, or, for an
+    engine that takes ``?`` markers, each placeholder a ``?`` and its value in that order."""
+    if not traits.positional_markers:
+        return sql, values
+    ordered: list[Any] = []
+
+    def marker(match: re.Match[str]) -> str:
+        if match.group(1) not in values:
+            return match.group(0)
+        ordered.append(values[match.group(1)])
+        return "?"
+
+    return TranslatedSql(_PLACEHOLDER.sub(marker, sql)), ordered
+
+
+def _copied(params: Any) -> Any:
+    return list(params) if isinstance(params, list) else dict(params)
+
+
+def _row_check(
+    tree: exp.Expression, expected: int, values: dict[str, Any], traits: EngineTraits
+) -> RowCheck:
+    """How to check ASSERT_ROWS_MODIFIED ``expected`` of DML ``tree`` (compiled, not yet
+    generated) before running it: the rows an INSERT's VALUES hold, or a count query of the
+    rows a DELETE or UPDATE matches (``SELECT COUNT(*) FROM t WHERE <its WHERE>``) or an
+    INSERT's SELECT returns."""
+    where = f"ASSERT_ROWS_MODIFIED is not supported on {traits.display_name}"
+    count = exp.Count(this=exp.Star())
+    if isinstance(tree, exp.Insert):
+        if tree.args.get("conflict"):
+            raise InvalidArgument(f"{where} with INSERT ... ON CONFLICT")
+        source = tree.expression
+        if isinstance(source, exp.Values):
+            return RowCheck(expected, rows=len(source.expressions))
+        if not isinstance(source, exp.Query):
+            raise InvalidArgument(f"{where} with this INSERT")
+        alias = exp.TableAlias(this=exp.to_identifier("_txq_counted"))
+        query = exp.select(count).from_(exp.Subquery(this=source.copy(), alias=alias))
+    else:
+        assert isinstance(tree, (exp.Update, exp.Delete))
+        if tree.args.get("from_") or tree.args.get("using"):
+            raise InvalidArgument(f"{where} with UPDATE ... FROM or DELETE ... USING")
+        query = exp.select(count).from_(tree.this.copy())
+        condition = tree.args.get("where")
+        if isinstance(condition, exp.Where):
+            query.set("where", condition.copy())
+    sql, params = _bound(_generate(query, traits), values, traits)
+    return RowCheck(expected, sql=sql, params=params)
 
 
 def _token_text(match: re.Match[str]) -> str:

@@ -98,3 +98,29 @@ def test_the_shell_reads_statements_over_several_lines(
     assert runner.shell("sqlite:///test.db") is True
     text = console.export_text()
     assert "New User" in text and "End statements with ';'" in text
+
+
+def test_backslash_d_spells_types_in_the_databases_dialect(sqlite_url: str) -> None:
+    """In the PostgreSQL dialect ``\\d QUEUE`` shows deliver_time and the hidden lease columns
+    as that dialect's INFORMATION_SCHEMA spells types (they read ``TIMESTAMP``, GoogleSQL's)."""
+    db = txqueue.connect(sqlite_url, dialect="postgresql")
+    db.update_ddl(
+        ["CREATE QUEUE mail (id bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (id))"]
+    )
+    db.close()
+    code, output = run(sqlite_url, "\\d mail", "--format", "json")
+    types = {row["column"]: row["type"] for row in map(json.loads, output.splitlines())}
+    assert code == 0
+    assert types["id"] == "bigint" and types["deliver_time"] == "timestamp with time zone"
+    assert types["_txq_lease_expiration"] == "timestamp with time zone"
+    assert types["_txq_lease_token"] == "character varying"
+    assert types["_txq_delivery_count"] == "bigint"
+
+
+def test_help_spells_receive_in_the_databases_dialect(sqlite_url: str) -> None:
+    db = txqueue.connect(sqlite_url, dialect="postgresql")
+    db.update_ddl(["CREATE TABLE t (id bigint NOT NULL, PRIMARY KEY (id))"])  # records it
+    db.close()
+    code, output = run(sqlite_url, stdin="help\n")
+    assert code == 0
+    assert "spanner.receive_queue(NULL, NULL, '5s')" in output and "RECEIVE_" not in output

@@ -157,6 +157,7 @@ class AsyncPostgresDriver:
     """PostgreSQL behind the operation-level protocol."""
 
     engine = "postgres"
+    sql_engine = "postgres"
 
     def __init__(
         self,

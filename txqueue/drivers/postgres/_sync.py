@@ -157,6 +157,7 @@ class PostgresDriver:
     """PostgreSQL behind the operation-level protocol."""
 
     engine = "postgres"
+    sql_engine = "postgres"
 
     def __init__(
         self,

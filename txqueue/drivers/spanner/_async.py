@@ -173,6 +173,7 @@ class AsyncSpannerDriver:
     """Cloud Spanner (or its emulator) behind the operation-level protocol."""
 
     engine = "spanner"
+    sql_engine = "spanner"  # GoogleSQL; a PostgreSQL-dialect database's is spanner_postgresql
 
     def __init__(
         self, target: str, clock: Callable[[], Any] | None = None, queues: str = "auto"

@@ -307,6 +307,7 @@ class AsyncSqliteDriver:
     """SQLite behind the operation-level protocol."""
 
     engine = "sqlite"
+    sql_engine = "sqlite"
 
     def __init__(
         self,

@@ -305,6 +305,7 @@ class SqliteDriver:
     """SQLite behind the operation-level protocol."""
 
     engine = "sqlite"
+    sql_engine = "sqlite"
 
     def __init__(
         self,
