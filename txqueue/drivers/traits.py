@@ -83,6 +83,9 @@ class EngineTraits:
     #: engine's own clause); False when the engine has neither, so the front end counts the
     #: rows the DML would change in the same transaction before running it.
     checks_row_count: bool = True
+    #: The prefix of the hidden columns txqueue adds to a queue's table (lease state, the
+    #: last error: ``_txq_last_error``); Spanner's names cannot start with ``_``.
+    hidden_column_prefix: str = "_txq_"
 
     def engine_sql(self, sql: str) -> str:
         """``sql`` written with ``?`` markers, in the engine's marker style."""

@@ -1,6 +1,6 @@
 """The Cloud Spanner engine: ``spanner://projects/P/instances/I/databases/D``.
 
-Design (first stage: GoogleSQL databases, queues emulated on tables):
+Design (GoogleSQL and PostgreSQL-dialect databases, queues emulated on tables or native):
 
 - **Client and faces.** google-cloud-spanner is blocking; the blocking operations live in
   ``engine`` (sessions, explicit transactions, queries), ``catalog``, ``leasing``,
@@ -12,7 +12,11 @@ Design (first stage: GoogleSQL databases, queues emulated on tables):
   emulator; pooled ones give clean ``Aborted``).
 - **Dialect.** The database's own, read at connect from
   ``INFORMATION_SCHEMA.DATABASE_OPTIONS``; a ``dialect=`` that disagrees is InvalidArgument.
-  PostgreSQL-dialect databases are refused (FailedPrecondition) until a later stage.
+  Every statement is written once and spelled for it (``spelling``: quoting, types,
+  functions, generated columns, index and change-stream forms, ``@name`` or ``$n``
+  parameters); the driver's ``sql_engine`` names the SQL front end's target
+  (``spanner`` or ``spanner_postgresql``). The PostgreSQL dialect has no
+  ASSERT_ROWS_MODIFIED: the rows are counted first in the transaction (``assertion``).
 - **Queues on plain tables** (``statements``): declared columns, ``DeliverTime`` defaulting to
   ``CURRENT_TIMESTAMP()``, hidden ``txqueue_*`` lease columns (Spanner names start with a
   letter), a stored generated ``txqueue_ready = COALESCE(txqueue_ready_at, DeliverTime)``, a

@@ -238,6 +238,8 @@ class AsyncSpannerDriver:
         try:
             self.dialect = await run_blocking(catalog.initialize, self.database, dialect)
             self.deliver_column = DELIVER_TIME[self.dialect]
+            postgresql = self.dialect is Dialect.POSTGRESQL
+            self.sql_engine = "spanner_postgresql" if postgresql else "spanner"
             self.native_queues = await run_blocking(
                 native.decide, self.database, self.queues_mode, self.dialect
             )

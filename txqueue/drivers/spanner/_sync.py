@@ -236,6 +236,8 @@ class SpannerDriver:
         try:
             self.dialect = run_blocking(catalog.initialize, self.database, dialect)
             self.deliver_column = DELIVER_TIME[self.dialect]
+            postgresql = self.dialect is Dialect.POSTGRESQL
+            self.sql_engine = "spanner_postgresql" if postgresql else "spanner"
             self.native_queues = run_blocking(
                 native.decide, self.database, self.queues_mode, self.dialect
             )

@@ -20,6 +20,7 @@ from txqueue.drivers.base import (
 )
 from txqueue.drivers.spanner.codec import encode_key, key_params, map_errors, utc
 from txqueue.drivers.spanner.engine import query
+from txqueue.drivers.spanner.spelling import spelling_of
 from txqueue.drivers.spanner.statements import (
     LEASE_EXPIRATION,
     LEASE_TOKEN,
@@ -72,7 +73,7 @@ def _check(transaction: Any, params: DeleteMessagesParams | MakeReadyParams, del
             one, kinds = key_params(table, key)
             values.update({f"{name}_{n}": v for name, v in one.items()})
             types.update({f"{name}_{n}": t for name, t in kinds.items()})
-        sql = messages_by_key(table, deliver, len(chosen))
+        sql = messages_by_key(table, deliver, len(chosen), spelling_of(transaction))
         _, rows = query(transaction, sql, values, types)
         expirations.update({dump_key(table, row[:width]): row[width] for row in rows})
         if rows and now is None:

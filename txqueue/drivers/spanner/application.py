@@ -9,6 +9,7 @@ from typing import Any
 
 from txqueue.core.schema import ApplicationTable, Column, ColumnType, Table
 from txqueue.drivers.spanner.engine import query
+from txqueue.drivers.spanner.spelling import spelling_of
 
 __all__ = ["application_tables", "spanner_type"]
 
@@ -21,12 +22,28 @@ _COLUMNS = (
     " LEFT JOIN INFORMATION_SCHEMA.INDEX_COLUMNS AS k"
     "   ON k.table_schema = c.table_schema AND k.table_name = c.table_name"
     "   AND k.index_type = 'PRIMARY_KEY' AND k.column_name = c.column_name"
-    " WHERE c.table_schema = '' AND t.table_type IN ('BASE TABLE', 'VIEW')"
+    " WHERE c.table_schema = '{schema}' AND t.table_type IN ('BASE TABLE', 'VIEW')"
     " AND NOT STARTS_WITH(LOWER(c.table_name), 'txqueue_')"
     " ORDER BY c.table_name, c.ordinal_position"
 )
 _KNOWN = "SELECT name FROM txqueue_objects WHERE kind != 'index'"
 _TYPE = re.compile(r"^(ARRAY<)?([A-Z0-9]+)(?:\((\d+|MAX)\))?>?$")
+#: The PostgreSQL dialect's spelling of the types txqueue models (``spanner_type`` there).
+_POSTGRESQL_TYPES = {
+    "bigint": ColumnType.INT64,
+    "double precision": ColumnType.FLOAT64,
+    "real": ColumnType.FLOAT32,
+    "boolean": ColumnType.BOOL,
+    "character varying": ColumnType.STRING,
+    "text": ColumnType.STRING,
+    "bytea": ColumnType.BYTES,
+    "timestamp with time zone": ColumnType.TIMESTAMP,
+    "spanner.commit_timestamp": ColumnType.TIMESTAMP,
+    "date": ColumnType.DATE,
+    "jsonb": ColumnType.JSON,
+    "numeric": ColumnType.NUMERIC,
+}
+_POSTGRESQL_TYPE = re.compile(r"^([a-z. ]+?)(?:\((\d+)\))?(\[\])?$")
 
 
 def spanner_type(spelled: str) -> Column:
@@ -45,13 +62,26 @@ def spanner_type(spelled: str) -> Column:
     )
 
 
+def postgresql_type(spelled: str) -> Column:
+    """A nameless Column for the PostgreSQL dialect's spelling of a type (``character
+    varying(36)``, ``bigint[]``); a type txqueue does not model reads as STRING."""
+    match = _POSTGRESQL_TYPE.match(spelled.strip().lower())
+    kind = _POSTGRESQL_TYPES.get(match.group(1)) if match else None
+    if match is None or kind is None:
+        return Column("", ColumnType.STRING)
+    length = match.group(2)
+    return Column("", kind, length=int(length) if length else None, array=bool(match.group(3)))
+
+
 def application_tables(snapshot: Any, names: Sequence[str] | None) -> dict[str, Table]:
     """The application's tables and views by lower-cased name: those ``names`` (None: all)
     that txqueue did not create, read in the read-only ``snapshot``."""
     wanted = None if names is None else {name.lower() for name in names}
     _, known_rows = query(snapshot, _KNOWN)
     known = {str(row[0]).lower() for row in known_rows}
-    _, rows = query(snapshot, _COLUMNS)
+    spelling = spelling_of(snapshot)
+    _, rows = query(snapshot, _COLUMNS.format(schema=spelling.schema))
+    read_type = postgresql_type if spelling.postgresql else spanner_type
     grouped: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         key = str(row[0]).lower()
@@ -62,7 +92,7 @@ def application_tables(snapshot: Any, names: Sequence[str] | None) -> dict[str, 
     for key, columns in grouped.items():
         mapped = []
         for row in columns:
-            kind = spanner_type(str(row[3]))
+            kind = read_type(str(row[3]))
             mapped.append(Column(str(row[2]), kind.type, row[4] == "YES", kind.length, kind.array))
         keyed = sorted((row for row in columns if row[5] is not None), key=lambda r: r[5])
         found[key] = ApplicationTable(

@@ -15,15 +15,17 @@ from txqueue.drivers.browse import string_prefix
 from txqueue.drivers.spanner import leasing
 from txqueue.drivers.spanner.codec import column_type, encode
 from txqueue.drivers.spanner.engine import query
+from txqueue.drivers.spanner.spelling import spelling_of
 from txqueue.drivers.spanner.statements import (
     DELIVERY_COUNT,
     LAST_ERROR,
     LAST_FAILURE,
     LEASE_EXPIRATION,
     READY,
+    count_if,
     hidden_indexes,
+    key_hash,
     now_expression,
-    quote,
 )
 from txqueue.models import StoredMessage
 
@@ -40,9 +42,11 @@ _STATES = ("ready", "leased", "scheduled")
 def list_messages(snapshot: Any, params: BrowseParams, deliver: str) -> list[StoredMessage]:
     """A page of ``params.queue`` in key order (see ``BrowseParams``)."""
     table = params.queue
+    spelling = spelling_of(snapshot)
+    quote = spelling.quote
     keys = [quote(k) for k in table.primary_key]
     columns = table.key_columns
-    now = "COALESCE(@now, CURRENT_TIMESTAMP())"
+    now = now_expression(spelling)
     state = f"CASE WHEN {LEASE_EXPIRATION} > {now} THEN 1 WHEN {READY} <= {now} THEN 0 ELSE 2 END"
     select = ", ".join(
         [
@@ -119,11 +123,13 @@ def estimate_counts(
     its state counts scaled back up); the oldest ready age is that of the message at the
     head of the ready index. Dead letters are counted exactly (a range of their key).
     """
+    spelling = spelling_of(snapshot)
+    quote = spelling.quote
     name = quote(table.name)
-    now_sql = now_expression()
+    now_sql = now_expression(spelling)
     _, rows = query(
         snapshot,
-        f"SELECT COUNT(*) FROM (SELECT 1 FROM {name} LIMIT @limit)",
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {name} LIMIT @limit) AS limited",
         {"limit": COUNT_LIMIT + 1},
     )
     if int(rows[0][0]) <= COUNT_LIMIT:
@@ -134,9 +140,10 @@ def estimate_counts(
     expired = f"({LEASE_EXPIRATION} IS NULL OR {LEASE_EXPIRATION} <= {now_sql})"
     _, sampled = query(
         snapshot,
-        f"SELECT COUNTIF({READY} <= {now_sql} AND {expired}),"
-        f" COUNTIF({LEASE_EXPIRATION} > {now_sql}), COUNTIF({READY} > {now_sql} AND {expired})"
-        f" FROM {name} TABLESAMPLE BERNOULLI ({percent:.6f} PERCENT)",
+        f"SELECT {count_if(f'{READY} <= {now_sql} AND {expired}')},"
+        f" {count_if(f'{LEASE_EXPIRATION} > {now_sql}')},"
+        f" {count_if(f'{READY} > {now_sql} AND {expired}')}"
+        f" FROM {name} {spelling.sample(percent, key_hash(table, spelling))}",
         {"now": now},
         {"now": param_types.TIMESTAMP},
     )
@@ -144,7 +151,7 @@ def estimate_counts(
     ready_index, _ = hidden_indexes(table)
     _, head = query(
         snapshot,
-        f"SELECT {quote(deliver)}, {now_sql} FROM {name}@{{FORCE_INDEX={quote(ready_index)}}}"
+        f"SELECT {quote(deliver)}, {now_sql} FROM {spelling.force_index(table.name, ready_index)}"
         f" WHERE {READY} <= {now_sql} AND {expired} ORDER BY {READY} LIMIT 1",
         {"now": now},
         {"now": param_types.TIMESTAMP},

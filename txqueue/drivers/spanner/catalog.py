@@ -31,19 +31,19 @@ from txqueue.core.schema import (
 from txqueue.drivers.base import PauseParams
 from txqueue.drivers.spanner import native
 from txqueue.drivers.spanner.codec import map_errors
-from txqueue.drivers.spanner.engine import SpannerDatabase, query
+from txqueue.drivers.spanner.engine import SpannerDatabase, query, update
+from txqueue.drivers.spanner.spelling import spelling_of
 from txqueue.drivers.spanner.statements import (
-    CATALOG,
     CATALOG_TABLES,
     add_column,
+    catalog_ddl,
     create_index,
     create_table,
     drop_table,
     hidden_indexes,
-    quote,
     wake_stream,
 )
-from txqueue.errors import FailedPrecondition, InvalidArgument, TxqueueError
+from txqueue.errors import InvalidArgument, TxqueueError
 
 __all__ = ["apply_ddl", "initialize", "is_paused", "load_catalog", "set_paused"]
 
@@ -55,16 +55,13 @@ def initialize(database: SpannerDatabase, wanted: Dialect | None) -> Dialect:
     if wanted is not None and wanted is not dialect:
         raise InvalidArgument(
             f"dialect {wanted.value!r} differs from the Cloud Spanner database's recorded "
-            f"dialect {dialect.value!r} (its own, fixed when the database was created)"
-        )
-    if dialect is Dialect.POSTGRESQL:
-        raise FailedPrecondition(
-            f"{database.database.name} is a PostgreSQL-dialect database: txqueue's Spanner "
-            "driver speaks GoogleSQL only so far"
+            f"dialect {dialect.value!r} (its own, fixed when the database was created): "
+            f"connect without dialect= or with dialect={dialect.value!r}"
         )
     missing = _missing_tables(database, CATALOG_TABLES)
     if missing:
-        statements = [s for s, n in zip(CATALOG, CATALOG_TABLES) if n in missing]
+        own = catalog_ddl(database.spelling)
+        statements = [s for s, n in zip(own, CATALOG_TABLES) if n in missing]
         try:
             database.update_ddl(statements)
         except TxqueueError:
@@ -74,10 +71,11 @@ def initialize(database: SpannerDatabase, wanted: Dialect | None) -> Dialect:
 
 
 def _missing_tables(database: SpannerDatabase, names: Sequence[str]) -> set[str]:
+    spelling = database.spelling
     _, rows = database.read(
         query,
         "SELECT table_name FROM INFORMATION_SCHEMA.TABLES"
-        " WHERE table_schema = '' AND table_name IN UNNEST(@names)",
+        f" WHERE table_schema = '{spelling.schema}' AND {spelling.in_array('table_name', 'names')}",
         {"names": list(names)},
         {"names": param_types.Array(param_types.STRING)},
     )
@@ -85,10 +83,11 @@ def _missing_tables(database: SpannerDatabase, names: Sequence[str]) -> set[str]
 
 
 def _existing_indexes(database: SpannerDatabase, names: Sequence[str]) -> set[str]:
+    spelling = database.spelling
     _, rows = database.read(
         query,
         "SELECT index_name FROM INFORMATION_SCHEMA.INDEXES"
-        " WHERE table_schema = '' AND index_name IN UNNEST(@names)",
+        f" WHERE table_schema = '{spelling.schema}' AND {spelling.in_array('index_name', 'names')}",
         {"names": list(names)},
         {"names": param_types.Array(param_types.STRING)},
     )
@@ -110,6 +109,7 @@ def apply_ddl(
     """Apply checked statements as one schema change and record them in the catalog
     (queues as Spanner's own ``CREATE QUEUE`` when ``native_queues``: ``native.py``)."""
     tables, indexes = database.read(load_catalog)
+    spelling = database.spelling
     ddl: list[str] = []
     puts: list[tuple[str, str, str]] = []
     deletes: list[str] = []
@@ -123,9 +123,9 @@ def apply_ddl(
             if statement.if_not_exists and table.name.lower() in tables:
                 continue
             if native_queues and table.is_queue:
-                ddl.append(native.create_queue(table))
+                ddl.append(native.create_queue(table, spelling))
             else:
-                ddl += create_table(table, deliver)
+                ddl += create_table(table, deliver, spelling)
             created_tables.append(table.name)
             if table.is_queue and not native_queues:
                 created_indexes += hidden_indexes(table)
@@ -139,9 +139,9 @@ def apply_ddl(
                 continue
             own = [i for i in indexes.values() if i.table.lower() == dropped.name.lower()]
             if native_queues and dropped.is_queue:
-                ddl += native.drop_queue(dropped, [i.name for i in own])
+                ddl += native.drop_queue(dropped, [i.name for i in own], spelling)
             else:
-                ddl += drop_table(dropped, [i.name for i in own])
+                ddl += drop_table(dropped, [i.name for i in own], spelling)
             deletes += [dropped.name.lower(), *(i.name.lower() for i in own)]
             dropped_tables.append(dropped.name.lower())
             for index in own:
@@ -150,7 +150,7 @@ def apply_ddl(
             index = statement.index
             if statement.if_not_exists and index.name.lower() in indexes:
                 continue
-            ddl.append(create_index(index))
+            ddl.append(create_index(index, spelling))
             created_indexes.append(index.name)
             puts.append((index.name.lower(), "index", json.dumps(index.to_json())))
             indexes[index.name.lower()] = index
@@ -158,7 +158,7 @@ def apply_ddl(
             widened = tables.get(statement.table.lower())
             if widened is None or widened.has_column(statement.column.name):
                 continue
-            ddl.append(add_column(widened, statement.column))
+            ddl.append(add_column(widened, statement.column, spelling))
             widened = tables[widened.name.lower()] = widened.with_column(statement.column)
             kind = "queue" if widened.is_queue else "table"
             puts.append((widened.name.lower(), kind, json.dumps(widened.to_json())))
@@ -166,7 +166,7 @@ def apply_ddl(
             existing = indexes.pop(statement.name.lower(), None)
             if existing is None:
                 continue
-            ddl.append(f"DROP INDEX {quote(existing.name)}")
+            ddl.append(f"DROP INDEX {spelling.quote(existing.name)}")
             deletes.append(existing.name.lower())
     if not ddl:
         return
@@ -211,13 +211,13 @@ def _record(
                 "txqueue_objects", columns=("name", "kind", "definition"), values=puts
             )
     if dropped:
-        with map_errors():
-            for forgotten in ("txqueue_dead_letters", "txqueue_paused"):
-                transaction.execute_update(
-                    f"DELETE FROM {forgotten} WHERE queue IN UNNEST(@queues)",
-                    params={"queues": dropped},
-                    param_types={"queues": param_types.Array(param_types.STRING)},
-                )
+        for forgotten in ("txqueue_dead_letters", "txqueue_paused"):
+            update(
+                transaction,
+                f"DELETE FROM {forgotten} WHERE {spelling_of(transaction).in_array('queue', 'queues')}",
+                {"queues": dropped},
+                {"queues": param_types.Array(param_types.STRING)},
+            )
 
 
 def set_paused(transaction: Any, params: PauseParams) -> None:
@@ -245,7 +245,7 @@ def _existing_streams(database: SpannerDatabase, names: Sequence[str]) -> set[st
     _, rows = database.read(
         query,
         "SELECT change_stream_name FROM INFORMATION_SCHEMA.CHANGE_STREAMS"
-        " WHERE change_stream_name IN UNNEST(@names)",
+        f" WHERE {database.spelling.in_array('change_stream_name', 'names')}",
         {"names": list(names)},
         {"names": param_types.Array(param_types.STRING)},
     )
@@ -256,6 +256,7 @@ def _undo(
     database: SpannerDatabase, tables: list[str], indexes: list[str], streams: list[str]
 ) -> None:
     """Drop what a failed schema change created before it failed (tables last)."""
+    quote = database.spelling.quote
     existing = _existing_indexes(database, indexes)
     undo = [f"DROP INDEX {quote(n)}" for n in reversed(indexes) if n in existing]
     if streams:

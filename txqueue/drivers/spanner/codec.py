@@ -12,7 +12,8 @@ import base64
 import datetime as _dt
 import decimal
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -42,6 +43,7 @@ __all__ = [
     "map_error",
     "map_errors",
     "positional",
+    "replace_markers",
     "utc",
 ]
 
@@ -151,23 +153,27 @@ def positional(sql: str, params: Any) -> tuple[str, Any]:
         return sql, params
     if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
         raise InvalidArgument(f"params must be a dict or a list, got {type(params).__name__}")
-    pieces: list[str] = []
     count = 0
-    quote: str | None = None
-    for character in sql:
-        if quote is not None:
-            if character == quote:
-                quote = None
-        elif character in "'\"`":
-            quote = character
-        elif character == "?":
-            count += 1
-            pieces.append(f"@p{count}")
-            continue
-        pieces.append(character)
+
+    def number(_: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        return f"@p{count}"
+
+    sql = replace_markers(sql, r"\?", number)
     if count != len(params):
         raise InvalidArgument(f"the statement has {count} ? marker(s) for {len(params)} value(s)")
-    return "".join(pieces), {f"p{n}": value for n, value in enumerate(params, 1)}
+    return sql, {f"p{n}": value for n, value in enumerate(params, 1)}
+
+
+#: A quoted string or name, inside which no marker is one.
+_QUOTED = r"'[^']*'|\"[^\"]*\"|`[^`]*`"
+
+
+def replace_markers(sql: str, marker: str, replace: Callable[[re.Match[str]], str]) -> str:
+    """``sql`` with every match of the ``marker`` pattern outside quotes replaced."""
+    pattern = re.compile(f"({_QUOTED})|{marker}")
+    return pattern.sub(lambda match: match.group(1) or replace(match), sql)
 
 
 def encode_params(params: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

@@ -19,8 +19,9 @@ from txqueue.drivers.base import (
     message_missing,
 )
 from txqueue.drivers.spanner.codec import encode, encode_key, key_params, map_errors
-from txqueue.drivers.spanner.engine import current_time, query
-from txqueue.drivers.spanner.statements import queue_statements
+from txqueue.drivers.spanner.engine import current_time, query, update
+from txqueue.drivers.spanner.spelling import spelling_of
+from txqueue.drivers.spanner.statements import key_matches, queue_statements
 from txqueue.models import DeadLetter
 
 __all__ = ["count", "dead_letter", "dead_letters", "expire_ledger", "purge", "replay"]
@@ -33,7 +34,12 @@ def dead_letter(transaction: Any, params: DeadLetterParams, deliver: str) -> Non
     table = params.queue
     now = current_time(transaction, params.now)
     values, types = key_params(table, params.key)
-    _, rows = query(transaction, queue_statements(table, deliver).dead_letter, values, types)
+    _, rows = query(
+        transaction,
+        queue_statements(table, deliver, spelling_of(transaction)).dead_letter,
+        values,
+        types,
+    )
     if not rows:
         raise message_missing(table, params.key)
     payload, attempts, first, token, expiration, stored = rows[0]
@@ -90,10 +96,8 @@ def replay(
     if not selected:
         return 0
     loaded = [(text, load_key(table, text), payload) for text, payload in selected]
-    match = " OR ".join(
-        "(" + " AND ".join(f"`{k}` = @k{i}_{n}" for i, k in enumerate(table.primary_key)) + ")"
-        for n in range(len(loaded))
-    )
+    spelling = spelling_of(transaction)
+    match = key_matches(table, len(loaded), spelling)
     values: dict[str, Any] = {}
     types: dict[str, Any] = {}
     for n, (_, key, _) in enumerate(loaded):
@@ -103,7 +107,8 @@ def replay(
     width = len(table.primary_key)
     _, taken_rows = query(
         transaction,
-        f"SELECT {', '.join(f'`{k}`' for k in table.primary_key)} FROM `{table.name}`"
+        f"SELECT {', '.join(spelling.quote(k) for k in table.primary_key)}"
+        f" FROM {spelling.quote(table.name)}"
         f" WHERE {match}",
         values,
         types,
@@ -147,11 +152,9 @@ def count(snapshot: Any, table: Table) -> int:
 def expire_ledger(transaction: Any, retention: timedelta) -> int:
     """Forget ledger entries older than ``retention``."""
     cutoff = current_time(transaction, None) - retention
-    with map_errors():
-        return int(
-            transaction.execute_update(
-                "DELETE FROM txqueue_ledger WHERE recorded_at <= @cutoff",
-                params={"cutoff": cutoff},
-                param_types={"cutoff": param_types.TIMESTAMP},
-            )
-        )
+    return update(
+        transaction,
+        "DELETE FROM txqueue_ledger WHERE recorded_at <= @cutoff",
+        {"cutoff": cutoff},
+        {"cutoff": param_types.TIMESTAMP},
+    )

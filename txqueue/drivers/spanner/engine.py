@@ -24,11 +24,19 @@ from google.api_core import exceptions as api
 from txqueue.core.schema import Dialect
 from txqueue.drivers.spanner import outcome
 from txqueue.drivers.spanner.codec import decode_row, encode_params, map_errors
+from txqueue.drivers.spanner.spelling import (
+    GOOGLESQL,
+    Spelling,
+    attach,
+    bind,
+    spelling_for,
+    spelling_of,
+)
 from txqueue.drivers.spanner.target import check_target
 from txqueue.drivers.spanner.turns import turns_for
 from txqueue.errors import Aborted, TxqueueError
 
-__all__ = ["SpannerDatabase", "current_time", "query", "rollback"]
+__all__ = ["SpannerDatabase", "current_time", "query", "rollback", "update"]
 
 T = TypeVar("T")
 
@@ -56,11 +64,19 @@ def query(
         values = values or {}
         for name in types:
             values.setdefault(name, None)
+    sql, values, inferred = bind(spelling_of(transaction), sql, values, inferred)
     with map_errors():
         result = transaction.execute_sql(sql, params=values, param_types=inferred)
         raw = list(result)
         fields = list(result.fields or ())
     return [f.name for f in fields], [decode_row(fields, row) for row in raw]
+
+
+def update(transaction: Any, sql: str, values: Any = None, types: Any = None) -> int:
+    """Run DML (``@name`` parameters, as the client takes them) in ``transaction``: its count."""
+    sql, values, types = bind(spelling_of(transaction), sql, values, types)
+    with map_errors():
+        return int(transaction.execute_update(sql, params=values, param_types=types))
 
 
 class SpannerDatabase:
@@ -77,6 +93,8 @@ class SpannerDatabase:
             self.client = spanner.Client(project=self.project)
             self.instance = self.client.instance(self.instance_id)
             self.database = self.instance.database(self.database_id)
+        #: how its SQL is written: the database's dialect, known once ``dialect`` has read it
+        self.spelling: Spelling = GOOGLESQL
         self._idle: list[tuple[Any, float]] = []  # sessions and when they were given back
         self._lock = threading.Lock()
         self._closed = False
@@ -137,7 +155,7 @@ class SpannerDatabase:
             attempt += 1
             session = self.acquire()
             healthy = True
-            transaction = session.transaction()
+            transaction = attach(session.transaction(), self.spelling)
             try:
                 with map_errors():
                     transaction.begin()
@@ -170,7 +188,7 @@ class SpannerDatabase:
         session = self.acquire()
         healthy = True
         try:
-            snapshot = session.snapshot(multi_use=True)
+            snapshot = attach(session.snapshot(multi_use=True), self.spelling)
             with map_errors():
                 snapshot.begin()
             return function(snapshot, *args)
@@ -211,7 +229,9 @@ class SpannerDatabase:
             " WHERE option_name = 'database_dialect'",
         )
         value = rows[0][0] if rows else "GOOGLE_STANDARD_SQL"
-        return Dialect.POSTGRESQL if value == "POSTGRESQL" else Dialect.GOOGLESQL
+        dialect = Dialect.POSTGRESQL if value == "POSTGRESQL" else Dialect.GOOGLESQL
+        self.spelling = spelling_for(dialect)
+        return dialect
 
     def ensure_exists(self, dialect: Dialect | None) -> None:
         """On the emulator, create a missing instance or database (in ``dialect``, else
@@ -252,6 +272,6 @@ def current_time(transaction: Any, pinned: datetime | None) -> datetime:
     """The pinned time, else the database's clock read in ``transaction``."""
     if pinned is not None:
         return pinned
-    _, rows = query(transaction, "SELECT CURRENT_TIMESTAMP()")
+    _, rows = query(transaction, f"SELECT {spelling_of(transaction).now}")
     moment: datetime = rows[0][0]
     return moment

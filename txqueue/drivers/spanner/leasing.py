@@ -32,6 +32,7 @@ from txqueue.core.schema import Table
 from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams
 from txqueue.drivers.spanner.codec import encode_key, map_errors, utc
 from txqueue.drivers.spanner.engine import current_time, query
+from txqueue.drivers.spanner.spelling import spelling_of
 from txqueue.drivers.spanner.statements import (
     DELIVERY_COUNT,
     FIRST_FAILURE,
@@ -70,7 +71,7 @@ def _ready_rows(
 ) -> list[tuple[Any, ...]]:
     """Up to ``max_batch_size`` ready rows: the oldest of every shard's heads on the first
     attempt, else the walk's start shard first, then the oldest of the others' heads."""
-    statements = queue_statements(params.queue, deliver)
+    statements = queue_statements(params.queue, deliver, spelling_of(transaction))
     walk.attempts += 1
     wanted = params.max_batch_size
     if walk.attempts == 1:
@@ -123,7 +124,7 @@ def _live_leases(
         return {}
     _, rows = query(
         transaction,
-        queue_statements(table, deliver).leases,
+        queue_statements(table, deliver, spelling_of(transaction)).leases,
         {"tokens": tokens, "now": now},
         {"tokens": param_types.Array(param_types.STRING), **_NOW},
     )
@@ -195,7 +196,12 @@ def release(transaction: Any, params: ReleaseParams, deliver: str) -> int:
 
 def next_ready(snapshot: Any, queue: Table, deliver: str, now: datetime | None) -> float | None:
     """Seconds until the earliest message becomes ready (≤ 0: ready now); None when empty."""
-    _, rows = query(snapshot, queue_statements(queue, deliver).next_ready, {"now": now}, _NOW)
+    _, rows = query(
+        snapshot,
+        queue_statements(queue, deliver, spelling_of(snapshot)).next_ready,
+        {"now": now},
+        _NOW,
+    )
     earliest, current = rows[0]
     if earliest is None:
         return None
@@ -204,7 +210,9 @@ def next_ready(snapshot: Any, queue: Table, deliver: str, now: datetime | None) 
 
 def counts(snapshot: Any, queue: Table, deliver: str, now: datetime | None) -> dict[str, Any]:
     """ready / leased / scheduled counts and the oldest ready message's age."""
-    _, rows = query(snapshot, queue_statements(queue, deliver).counts, {"now": now}, _NOW)
+    _, rows = query(
+        snapshot, queue_statements(queue, deliver, spelling_of(snapshot)).counts, {"now": now}, _NOW
+    )
     ready, leased, scheduled, oldest, current = rows[0]
     return {
         "ready": ready or 0,

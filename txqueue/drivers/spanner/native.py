@@ -35,7 +35,7 @@ from typing import Any
 
 from google.cloud.spanner_v1 import param_types
 
-from txqueue.core.schema import Dialect, Table
+from txqueue.core.schema import Column, ColumnType, Dialect, Table
 from txqueue.drivers.base import (
     AckParams,
     ReceiveParams,
@@ -46,6 +46,7 @@ from txqueue.drivers.base import (
 )
 from txqueue.drivers.spanner import outcome
 from txqueue.drivers.spanner.codec import encode, encode_key, map_errors
+from txqueue.drivers.spanner.spelling import GOOGLESQL, Spelling, spelling_of
 from txqueue.errors import FailedPrecondition, InvalidArgument, TxqueueError
 from txqueue.models import LeaseRenewal, Message, new_message
 
@@ -79,41 +80,26 @@ def _name(table: Table) -> str:
 # ---- DDL --------------------------------------------------------------------------------
 
 
-def create_queue(table: Table) -> str:
-    """``CREATE QUEUE`` for ``table`` as Spanner documents it: the declared columns only."""
-    from txqueue.drivers.spanner.statements import quote, spanner_type
-
-    columns = ", ".join(
-        f"{quote(c.name)} {spanner_type(c)}{'' if c.nullable else ' NOT NULL'}"
-        for c in table.columns
+def create_queue(table: Table, spelling: Spelling = GOOGLESQL) -> str:
+    """``CREATE QUEUE`` for ``table`` as Spanner documents it, in either dialect: the
+    declared columns only."""
+    columns = [spelling.column(c) for c in table.columns]
+    keys = [spelling.quote(k) for k in table.primary_key]
+    return spelling.table(
+        table.name, columns, keys, table.parent, table.on_delete_cascade, tail="QUEUE"
     )
-    keys = ", ".join(quote(k) for k in table.primary_key)
-    sql = f"CREATE QUEUE {quote(table.name)} ({columns}) PRIMARY KEY ({keys})"
-    if table.parent:
-        action = " ON DELETE CASCADE" if table.on_delete_cascade else " ON DELETE NO ACTION"
-        sql += f", INTERLEAVE IN PARENT {quote(table.parent)}{action}"
-    return sql
 
 
-def drop_queue(table: Table, indexes: Sequence[str]) -> list[str]:
+def drop_queue(table: Table, indexes: Sequence[str], spelling: Spelling = GOOGLESQL) -> list[str]:
     """DROP the user ``indexes`` on the queue, then ``DROP QUEUE``."""
-    from txqueue.drivers.spanner.statements import quote
-
+    quote = spelling.quote
     return [f"DROP INDEX {quote(name)}" for name in indexes] + [f"DROP QUEUE {quote(table.name)}"]
 
 
 def decide(database: Any, mode: str, dialect: Dialect) -> bool:
     """Whether this database's queues are native, recorded once in ``txqueue_settings``:
     ``native``/``emulated`` as asked (a database keeps one kind), ``auto`` by whether the
-    database accepts ``CREATE QUEUE`` (emulated when it already holds emulated queues).
-    txqueue's native queues speak GoogleSQL: a PostgreSQL-dialect database emulates them."""
-    if dialect is not Dialect.GOOGLESQL:
-        if mode == "native":
-            raise FailedPrecondition(
-                "queues=native needs a GoogleSQL database: txqueue emulates the queues of a"
-                " PostgreSQL-dialect Cloud Spanner database (queues=auto or queues=emulated)"
-            )
-        return False
+    database accepts ``CREATE QUEUE`` (emulated when it already holds emulated queues)."""
     from txqueue.drivers.spanner.engine import query
 
     _, rows = database.read(
@@ -145,18 +131,20 @@ def _record(transaction: Any, recorded: str) -> None:
 def _probe(database: Any) -> str:
     """``native`` when the database accepts ``CREATE QUEUE`` (the probe queue is dropped
     again), else ``emulated``."""
+    spelling: Spelling = database.spelling
+    columns = [
+        spelling.column(Column("id", ColumnType.STRING, nullable=False, length=36)),
+        spelling.column(Column("payload", ColumnType.BYTES, nullable=False)),
+    ]
     try:
         database.update_ddl(
-            [
-                f"CREATE QUEUE {PROBE} (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL)"
-                " PRIMARY KEY (Id)"
-            ]
+            [spelling.table(PROBE, columns, [spelling.quote("id")], None, False, tail="QUEUE")]
         )
     except TxqueueError as error:
         if "QUEUE" not in str(error).upper():
             raise
         return "emulated"
-    database.update_ddl([f"DROP QUEUE {PROBE}"])
+    database.update_ddl([f"DROP QUEUE {spelling.quote(PROBE)}"])
     return "native"
 
 
@@ -189,12 +177,17 @@ def apply_messages(transaction: Any, pending: Sequence[SendParams | AckParams]) 
 # ---- receive and renew --------------------------------------------------------------------
 
 
-def receive_sql(table: Table, max_batch_size: int) -> str:
-    """``RECEIVE_<Queue>`` for what is ready now (no waiting: ``max_duration`` of 0 s)."""
-    from txqueue.drivers.spanner.statements import quote
-
-    keys = ", ".join(quote(k) for k in table.primary_key)
-    payload = quote(table.payload_column.name)
+def receive_sql(table: Table, max_batch_size: int, spelling: Spelling = GOOGLESQL) -> str:
+    """``RECEIVE_<Queue>`` (PostgreSQL: ``spanner.receive_<queue>(max_batch_size, priority,
+    max_duration)``) for what is ready now (no waiting: ``max_duration`` of 0 s)."""
+    keys = ", ".join(spelling.quote(k) for k in table.primary_key)
+    payload = spelling.quote(table.payload_column.name)
+    if spelling.postgresql:
+        return (
+            f"SELECT {keys}, {payload}, deliver_time, spanner_lease_expiration_timestamp,"
+            f" spanner_lease_token FROM spanner.receive_{_name(table)}"
+            f"({int(max_batch_size)}, NULL, '0s')"
+        )
     return (
         f"SELECT {keys}, {payload}, DeliverTime, SpannerLeaseExpirationTimestamp,"
         f" SpannerLeaseToken FROM RECEIVE_{_name(table)}(max_duration=>'0s',"
@@ -202,7 +195,13 @@ def receive_sql(table: Table, max_batch_size: int) -> str:
     )
 
 
-def renew_sql(table: Table) -> str:
+def renew_sql(table: Table, spelling: Spelling = GOOGLESQL) -> str:
+    """``RENEWLEASE_<Queue>`` (PostgreSQL: ``spanner.renewlease_<queue>(lease_tokens)``)."""
+    if spelling.postgresql:
+        return (
+            "SELECT spanner_old_lease_token, spanner_new_lease_token,"
+            f" spanner_lease_expiration_timestamp FROM spanner.renewlease_{_name(table)}(@tokens)"
+        )
     return (
         "SELECT SpannerOldLeaseToken, SpannerNewLeaseToken, SpannerLeaseExpirationTimestamp"
         f" FROM RENEWLEASE_{_name(table)}(lease_tokens=>@tokens)"
@@ -215,7 +214,8 @@ def receive(transaction: Any, params: ReceiveParams) -> list[Message]:
 
     table = params.queue
     outcome.note_writes(transaction)  # the leases it takes: a marker resolves a lost commit
-    _, rows = query(transaction, receive_sql(table, params.max_batch_size))
+    spelling = spelling_of(transaction)
+    _, rows = query(transaction, receive_sql(table, params.max_batch_size, spelling))
     width = len(table.primary_key)
     messages = []
     for row in rows:
@@ -232,7 +232,7 @@ def _renew(transaction: Any, table: Table, tokens: Sequence[str]) -> list[LeaseR
     outcome.note_writes(transaction)
     _, rows = query(
         transaction,
-        renew_sql(table),
+        renew_sql(table, spelling_of(transaction)),
         {"tokens": list(tokens)},
         {"tokens": param_types.Array(param_types.STRING)},
     )

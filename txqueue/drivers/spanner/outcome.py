@@ -130,14 +130,16 @@ def _fence(transaction: Any, marker: str, blind: bool) -> bool:
     if not blind:
         from google.cloud.spanner_v1 import param_types
 
+        from txqueue.drivers.spanner.spelling import bind, spelling_of
+
+        sql, values, types = bind(
+            spelling_of(transaction),
+            f"SELECT resolved FROM {COMMITS} WHERE id = @id",
+            {"id": marker},
+            {"id": param_types.STRING},
+        )
         with map_errors():
-            rows = list(
-                transaction.execute_sql(
-                    f"SELECT resolved FROM {COMMITS} WHERE id = @id",
-                    params={"id": marker},
-                    param_types={"id": param_types.STRING},
-                )
-            )
+            rows = list(transaction.execute_sql(sql, params=values, param_types=types))
         if rows:
             return rows[0][0] is not True
     from google.cloud.spanner_v1 import COMMIT_TIMESTAMP

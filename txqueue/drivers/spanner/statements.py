@@ -1,4 +1,5 @@
-"""Every SQL and DDL statement the Spanner driver runs (GoogleSQL), built from the schema.
+"""Every SQL and DDL statement the Spanner driver runs, built from the schema, written once
+and spelled for the database's dialect (``spelling``: GoogleSQL or PostgreSQL).
 
 A queue is emulated on a plain table (the emulator, and databases without native queues):
 the declared columns, ``DeliverTime`` defaulting to the commit's ``CURRENT_TIMESTAMP()``, the
@@ -7,8 +8,9 @@ receivable: ``COALESCE(txqueue_ready_at, DeliverTime)``), a stored generated sha
 hash of the primary key into ``SHARDS`` values) leading the ready index, so that sends spread
 over ``SHARDS`` key ranges instead of all landing at the end of one (Spanner's hot spot of a
 monotonically increasing index key), a NULL_FILTERED index on the lease token that renew,
-release and ack find a lease by, and an insert-only change stream that wakes receivers. Names are validated and always quoted with backticks; values are always bound
-parameters (``@name``).
+release and ack find a lease by, and an insert-only change stream that wakes receivers.
+Names are validated and always quoted (backticks, or double quotes in PostgreSQL); values
+are always bound parameters (``@name``, which ``spelling.bind`` numbers for PostgreSQL).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from functools import lru_cache
 
 from txqueue.core.schema import Column, ColumnType, Index, Table
 from txqueue.drivers.ddl import create_index as index_ddl
+from txqueue.drivers.spanner.spelling import GOOGLESQL, POSTGRESQL, Spelling
 
 __all__ = [
     "CATALOG",
+    "CATALOG_POSTGRESQL",
     "CATALOG_TABLES",
     "DELIVERY_COUNT",
     "FIRST_FAILURE",
@@ -35,11 +39,15 @@ __all__ = [
     "TRACE_CONTEXT",
     "QueueStatements",
     "add_column",
+    "catalog_ddl",
+    "count_if",
     "create_index",
     "create_table",
     "drop_table",
     "hidden_indexes",
     "hidden_objects",
+    "key_hash",
+    "key_matches",
     "queue_statements",
     "quote",
     "spanner_type",
@@ -73,55 +81,73 @@ CATALOG_TABLES = (
     "txqueue_paused",
     "txqueue_commits",
 )
-CATALOG = (
-    "CREATE TABLE txqueue_settings (name STRING(MAX) NOT NULL, value STRING(MAX) NOT NULL)"
-    " PRIMARY KEY (name)",
-    "CREATE TABLE txqueue_objects (name STRING(MAX) NOT NULL, kind STRING(MAX) NOT NULL,"
-    " definition STRING(MAX) NOT NULL) PRIMARY KEY (name)",
-    "CREATE TABLE txqueue_dead_letters (queue STRING(MAX) NOT NULL, key STRING(MAX) NOT NULL,"
-    " payload STRING(MAX) NOT NULL, attempts INT64 NOT NULL, last_error STRING(MAX) NOT NULL,"
-    " first_failure TIMESTAMP NOT NULL, last_failure TIMESTAMP NOT NULL)"
-    " PRIMARY KEY (queue, key)",
-    "CREATE TABLE txqueue_ledger (key STRING(MAX) NOT NULL, recorded_at TIMESTAMP NOT NULL"
-    " OPTIONS (allow_commit_timestamp = true)) PRIMARY KEY (key)",
-    # One row per paused queue (lower-cased name): its receives lease nothing.
-    "CREATE TABLE txqueue_paused (queue STRING(MAX) NOT NULL) PRIMARY KEY (queue)",
-    # Commit markers and the resolver's fences (drivers/spanner/outcome.py); Spanner's row
-    # deletion policy forgets them a day after their commit.
-    "CREATE TABLE txqueue_commits (id STRING(36) NOT NULL, committed_at TIMESTAMP NOT NULL"
-    " OPTIONS (allow_commit_timestamp = true), resolved BOOL) PRIMARY KEY (id),"
-    " ROW DELETION POLICY (OLDER_THAN(committed_at, INTERVAL 1 DAY))",
-)
-
-_TYPES = {
-    ColumnType.INT64: "INT64",
-    ColumnType.FLOAT64: "FLOAT64",
-    ColumnType.FLOAT32: "FLOAT32",
-    ColumnType.BOOL: "BOOL",
-    ColumnType.STRING: "STRING",
-    ColumnType.BYTES: "BYTES",
-    ColumnType.TIMESTAMP: "TIMESTAMP",
-    ColumnType.DATE: "DATE",
-    ColumnType.JSON: "JSON",
-    ColumnType.NUMERIC: "NUMERIC",
-}
 
 
-def quote(name: str) -> str:
+def catalog_ddl(spelling: Spelling) -> tuple[str, ...]:
+    """txqueue's own tables (``CATALOG_TABLES``, in that order) in ``spelling``'s dialect."""
+    text = spelling.type_name(Column("", ColumnType.STRING))
+    count = spelling.type_name(Column("", ColumnType.INT64))
+    moment = spelling.timestamp()
+    flag = spelling.type_name(Column("", ColumnType.BOOL))
+    id36 = spelling.type_name(Column("", ColumnType.STRING, length=36))
+
+    def table(name: str, columns: list[str], keys: list[str]) -> str:
+        return spelling.table(name, columns, keys, None, False)
+
+    return (
+        table("txqueue_settings", [f"name {text} NOT NULL", f"value {text} NOT NULL"], ["name"]),
+        table(
+            "txqueue_objects",
+            [f"name {text} NOT NULL", f"kind {text} NOT NULL", f"definition {text} NOT NULL"],
+            ["name"],
+        ),
+        table(
+            "txqueue_dead_letters",
+            [
+                f"queue {text} NOT NULL",
+                f"key {text} NOT NULL",
+                f"payload {text} NOT NULL",
+                f"attempts {count} NOT NULL",
+                f"last_error {text} NOT NULL",
+                f"first_failure {moment} NOT NULL",
+                f"last_failure {moment} NOT NULL",
+            ],
+            ["queue", "key"],
+        ),
+        table(
+            "txqueue_ledger",
+            [f"key {text} NOT NULL", f"recorded_at {spelling.commit_timestamp}"],
+            ["key"],
+        ),
+        # One row per paused queue (lower-cased name): its receives lease nothing.
+        table("txqueue_paused", [f"queue {text} NOT NULL"], ["queue"]),
+        # Commit markers and the resolver's fences (drivers/spanner/outcome.py); Spanner's row
+        # deletion policy forgets them a day after their commit.
+        table(
+            "txqueue_commits",
+            [
+                f"id {id36} NOT NULL",
+                f"committed_at {spelling.commit_timestamp}",
+                f"resolved {flag}",
+            ],
+            ["id"],
+        )
+        + spelling.ttl("committed_at"),
+    )
+
+
+CATALOG = catalog_ddl(GOOGLESQL)
+CATALOG_POSTGRESQL = catalog_ddl(POSTGRESQL)
+
+
+def quote(name: str, spelling: Spelling = GOOGLESQL) -> str:
     """Quote an identifier (names are validated: letters, digits and underscores)."""
-    return "`" + name.replace("`", "") + "`"
+    return spelling.quote(name)
 
 
-def spanner_type(column: Column) -> str:
-    """The column's GoogleSQL type: STRING and BYTES keep their declared length."""
-    kind = _TYPES[column.type]
-    if column.type in (ColumnType.STRING, ColumnType.BYTES):
-        kind += f"({column.length if column.length is not None else 'MAX'})"
-    return f"ARRAY<{kind}>" if column.array else kind
-
-
-def _column(column: Column) -> str:
-    return f"{quote(column.name)} {spanner_type(column)}{'' if column.nullable else ' NOT NULL'}"
+def spanner_type(column: Column, spelling: Spelling = GOOGLESQL) -> str:
+    """The column's type: STRING and BYTES keep their declared length."""
+    return spelling.type_name(column)
 
 
 def hidden_indexes(table: Table) -> tuple[str, str]:
@@ -140,77 +166,75 @@ def hidden_objects(table: Table) -> list[tuple[str, str]]:
     return [("INDEX", ready), ("INDEX", lease), ("CHANGE STREAM", wake_stream(table))]
 
 
-def _key_text(column: Column) -> str:
-    """A key column as deterministic text, for the shard's hash (NULL as empty)."""
-    name = quote(column.name)
-    text = {
-        ColumnType.STRING: name,
-        ColumnType.BYTES: f"TO_BASE64({name})",
-        ColumnType.TIMESTAMP: f"CAST(UNIX_MICROS({name}) AS STRING)",
-        ColumnType.DATE: f"CAST(UNIX_DATE({name}) AS STRING)",
-    }.get(column.type, f"CAST({name} AS STRING)")
-    return f"IFNULL({text}, '')"
+def key_hash(table: Table, spelling: Spelling = GOOGLESQL) -> str:
+    """A 64-bit hash of a row's primary key."""
+    parts: list[str] = []
+    for column in table.key_columns:
+        parts += [spelling.key_text(column), "'/'"]
+    text = spelling.concat(parts[:-1]) if len(parts) > 2 else parts[0]
+    return f"{spelling.fingerprint}({text})"
 
 
-def shard_expression(table: Table) -> str:
+def shard_expression(table: Table, spelling: Spelling = GOOGLESQL) -> str:
     """The shard of a row, 0 to SHARDS - 1, from its primary key (MOD first: no overflow)."""
-    parts = ", '/', ".join(_key_text(c) for c in table.key_columns)
-    return f"ABS(MOD(FARM_FINGERPRINT(CONCAT({parts})), {SHARDS}))"
+    return f"ABS(MOD({key_hash(table, spelling)}, {SHARDS}))"
 
 
-def add_column(table: Table, column: Column) -> str:
+def add_column(table: Table, column: Column, spelling: Spelling = GOOGLESQL) -> str:
     """ALTER TABLE … ADD COLUMN for a nullable column."""
-    return f"ALTER TABLE {quote(table.name)} ADD COLUMN {_column(column)}"
+    return f"ALTER TABLE {spelling.quote(table.name)} ADD COLUMN {spelling.column(column)}"
 
 
-def create_table(table: Table, deliver_time: str) -> list[str]:
+def create_table(table: Table, deliver_time: str, spelling: Spelling = GOOGLESQL) -> list[str]:
     """CREATE TABLE (and, for a queue, its hidden state and indexes) for ``table``."""
-    parts = [_column(c) for c in table.columns]
+    parts = [spelling.column(c) for c in table.columns]
     if table.is_queue:
+        moment = spelling.timestamp()
+        text = spelling.type_name(Column("", ColumnType.STRING))
+        token = spelling.type_name(Column("", ColumnType.STRING, length=64))
+        count = spelling.type_name(Column("", ColumnType.INT64))
         parts += [
-            f"{quote(deliver_time)} TIMESTAMP NOT NULL DEFAULT (CURRENT_TIMESTAMP())",
-            f"{READY_AT} TIMESTAMP",
-            f"{LEASE_EXPIRATION} TIMESTAMP",
-            f"{LEASE_TOKEN} STRING(64)",
-            f"{DELIVERY_COUNT} INT64 NOT NULL DEFAULT (0)",
-            f"{LAST_ERROR} STRING(MAX)",
-            f"{FIRST_FAILURE} TIMESTAMP",
-            f"{LAST_FAILURE} TIMESTAMP",
-            f"{TRACE_CONTEXT} STRING(MAX)",
-            f"{READY} TIMESTAMP AS (COALESCE({READY_AT}, {quote(deliver_time)})) STORED",
-            f"{SHARD} INT64 AS ({shard_expression(table)}) STORED",
+            f"{spelling.quote(deliver_time)} {moment} NOT NULL {spelling.default(spelling.now)}",
+            f"{READY_AT} {moment}",
+            f"{LEASE_EXPIRATION} {moment}",
+            f"{LEASE_TOKEN} {token}",
+            f"{DELIVERY_COUNT} {count} NOT NULL {spelling.default('0')}",
+            f"{LAST_ERROR} {text}",
+            f"{FIRST_FAILURE} {moment}",
+            f"{LAST_FAILURE} {moment}",
+            f"{TRACE_CONTEXT} {text}",
+            spelling.generated(
+                READY, moment, f"COALESCE({READY_AT}, {spelling.quote(deliver_time)})"
+            ),
+            spelling.generated(SHARD, count, shard_expression(table, spelling)),
         ]
-    keys = ", ".join(quote(k) for k in table.primary_key)
-    sql = f"CREATE TABLE {quote(table.name)} ({', '.join(parts)}) PRIMARY KEY ({keys})"
-    if table.parent:
-        action = " ON DELETE CASCADE" if table.on_delete_cascade else " ON DELETE NO ACTION"
-        sql += f", INTERLEAVE IN PARENT {quote(table.parent)}{action}"
-    statements = [sql]
+    keys = [spelling.quote(k) for k in table.primary_key]
+    statements = [spelling.table(table.name, parts, keys, table.parent, table.on_delete_cascade)]
     if table.is_queue:
         ready, lease = hidden_indexes(table)
+        name = spelling.quote(table.name)
         statements += [
-            f"CREATE INDEX {quote(ready)} ON {quote(table.name)} ({SHARD}, {READY})",
-            f"CREATE NULL_FILTERED INDEX {quote(lease)} ON {quote(table.name)} ({LEASE_TOKEN})",
+            f"CREATE INDEX {spelling.quote(ready)} ON {name} ({SHARD}, {READY})",
+            spelling.null_filtered_index(lease, table.name, LEASE_TOKEN),
             # keys only, inserts only: a receiver needs to know that something was sent
-            f"CREATE CHANGE STREAM {quote(wake_stream(table))} FOR {quote(table.name)}()"
-            " OPTIONS (exclude_update = true, exclude_delete = true)",
+            spelling.insert_stream(wake_stream(table), table.name),
         ]
     return statements
 
 
-def drop_table(table: Table, indexes: list[str]) -> list[str]:
+def drop_table(table: Table, indexes: list[str], spelling: Spelling = GOOGLESQL) -> list[str]:
     """DROP the user ``indexes`` on ``table``, its hidden objects, then the table."""
     own = hidden_objects(table) if table.is_queue else []
     return (
-        [f"DROP INDEX {quote(name)}" for name in indexes]
-        + [f"DROP {kind} {quote(name)}" for kind, name in own]
-        + [f"DROP TABLE {quote(table.name)}"]
+        [f"DROP INDEX {spelling.quote(name)}" for name in indexes]
+        + [f"DROP {kind} {spelling.quote(name)}" for kind, name in own]
+        + [f"DROP TABLE {spelling.quote(table.name)}"]
     )
 
 
-def create_index(index: Index) -> str:
+def create_index(index: Index, spelling: Spelling = GOOGLESQL) -> str:
     """CREATE [UNIQUE] INDEX for a user index."""
-    return index_ddl(index, quote)
+    return index_ddl(index, spelling.quote)
 
 
 @dataclass(frozen=True)
@@ -236,18 +260,26 @@ class QueueStatements:
 def not_paused(table: Table) -> str:
     """SQL true while ``table`` is not paused (a key lookup in ``txqueue_paused``, read in
     the receive's own statement, so a pause and a receive conflict instead of crossing)."""
-    name = table.name.lower().replace("\\", "\\\\").replace("'", "\\'")
+    name = table.name.lower().replace("\\", "").replace("'", "''")
     return f"NOT EXISTS (SELECT 1 FROM txqueue_paused WHERE queue = '{name}')"
 
 
-def now_expression() -> str:
+def now_expression(spelling: Spelling = GOOGLESQL) -> str:
     """The pinned time, else the statement's own ``CURRENT_TIMESTAMP()``."""
-    return "COALESCE(@now, CURRENT_TIMESTAMP())"
+    return f"COALESCE(@now, {spelling.now})"
+
+
+def count_if(condition: str) -> str:
+    """How many rows meet ``condition`` (COUNTIF, which the PostgreSQL dialect lacks)."""
+    return f"COUNT(CASE WHEN {condition} THEN 1 END)"
 
 
 @lru_cache(maxsize=512)
-def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
+def queue_statements(
+    table: Table, deliver_time: str, spelling: Spelling = GOOGLESQL
+) -> QueueStatements:
     """Build (once) the queries of the queue operations of ``table``."""
+    quote = spelling.quote
     name = quote(table.name)
     ready_index, _ = hidden_indexes(table)
     keys = [quote(k) for k in table.primary_key]
@@ -255,9 +287,9 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     key_match = " AND ".join(f"{k} = @k{i}" for i, k in enumerate(keys))
     payload = quote(table.payload_column.name)
     deliver = quote(deliver_time)
-    now = now_expression()
+    now = now_expression(spelling)
     selected = f"{key_list}, {payload}, {deliver}, {DELIVERY_COUNT}, {TRACE_CONTEXT}"
-    indexed = f"{name}@{{FORCE_INDEX={quote(ready_index)}}}"
+    indexed = spelling.force_index(table.name, ready_index)
     # equal ready times in key order, as on the other engines (the index holds the
     # primary key after the shard and ready columns, so this is still its own order)
     oldest = f"ORDER BY {READY}, {key_list} LIMIT @limit"
@@ -270,9 +302,10 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         f"(SELECT {READY} FROM {indexed} WHERE {SHARD} = {shard} ORDER BY {READY} LIMIT 1)"
         for shard in range(SHARDS)
     )
+    idle = f"({LEASE_EXPIRATION} IS NULL OR {LEASE_EXPIRATION} <= {now})"
     return QueueStatements(
         receive=(
-            f"SELECT {selected}, {now} FROM ({heads})"
+            f"SELECT {selected}, {now} FROM ({heads}) AS heads"
             f" WHERE {SHARD} != @skip AND {not_paused(table)} {oldest}"
         ),
         receive_shard=(
@@ -282,19 +315,18 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
         leases=(
             f"SELECT {key_list}, {LEASE_TOKEN}, {DELIVERY_COUNT}, {FIRST_FAILURE}, {LAST_ERROR}"
             f" FROM {name}"
-            f" WHERE {LEASE_TOKEN} IN UNNEST(@tokens) AND {LEASE_EXPIRATION} > @now"
+            f" WHERE {spelling.in_array(LEASE_TOKEN, 'tokens')} AND {LEASE_EXPIRATION} > @now"
         ),
         lease_of=(f"SELECT {LEASE_TOKEN}, {LEASE_EXPIRATION}, {now} FROM {name} WHERE {key_match}"),
         # Paused: MIN of no row is NULL, nothing becomes ready.
-        next_ready=f"SELECT MIN({READY}), {now} FROM ({firsts}) WHERE {not_paused(table)}",
+        next_ready=(
+            f"SELECT MIN({READY}), {now} FROM ({firsts}) AS firsts WHERE {not_paused(table)}"
+        ),
         counts=(
-            "SELECT"
-            f" COUNTIF({READY} <= {now} AND ({LEASE_EXPIRATION} IS NULL"
-            f" OR {LEASE_EXPIRATION} <= {now})),"
-            f" COUNTIF({LEASE_EXPIRATION} > {now}),"
-            f" COUNTIF({READY} > {now} AND ({LEASE_EXPIRATION} IS NULL"
-            f" OR {LEASE_EXPIRATION} <= {now})),"
-            f" MIN(IF({READY} <= {now}, {deliver}, NULL)), {now}"
+            f"SELECT {count_if(f'{READY} <= {now} AND {idle}')},"
+            f" {count_if(f'{LEASE_EXPIRATION} > {now}')},"
+            f" {count_if(f'{READY} > {now} AND {idle}')},"
+            f" MIN(CASE WHEN {READY} <= {now} THEN {deliver} END), {now}"
             f" FROM {name}"
         ),
         dead_letter=(
@@ -304,15 +336,22 @@ def queue_statements(table: Table, deliver_time: str) -> QueueStatements:
     )
 
 
-def messages_by_key(table: Table, deliver_time: str, count: int) -> str:
-    """The keys of the messages named by ``count`` keys (``@k{i}_{n}``: key column i of
-    the n-th key) with their lease expirations, and the time (@now or the clock's)."""
-    keys = [quote(k) for k in table.primary_key]
-    match = " OR ".join(
+def key_matches(table: Table, count: int, spelling: Spelling = GOOGLESQL) -> str:
+    """``count`` keys as one condition (``@k{i}_{n}``: key column i of the n-th key)."""
+    keys = [spelling.quote(k) for k in table.primary_key]
+    return " OR ".join(
         "(" + " AND ".join(f"{k} = @k{i}_{n}" for i, k in enumerate(keys)) + ")"
         for n in range(count)
     )
+
+
+def messages_by_key(
+    table: Table, deliver_time: str, count: int, spelling: Spelling = GOOGLESQL
+) -> str:
+    """The keys of the messages named by ``count`` keys (``@k{i}_{n}``: key column i of
+    the n-th key) with their lease expirations, and the time (@now or the clock's)."""
+    keys = [spelling.quote(k) for k in table.primary_key]
     return (
-        f"SELECT {', '.join(keys)}, {LEASE_EXPIRATION}, {now_expression()}"
-        f" FROM {quote(table.name)} WHERE {match}"
+        f"SELECT {', '.join(keys)}, {LEASE_EXPIRATION}, {now_expression(spelling)}"
+        f" FROM {spelling.quote(table.name)} WHERE {key_matches(table, count, spelling)}"
     )

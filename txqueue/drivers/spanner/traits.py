@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["TRAITS", "TRAITS_POSTGRESQL"]
 
 _NEEDS_CLIENT = "Cloud Spanner support needs google-cloud-spanner: pip install 'txqueue[spanner]'"
+#: The hidden columns' prefix (``statements.LAST_ERROR`` is ``txqueue_last_error``).
+HIDDEN_COLUMN_PREFIX = "txqueue_"
 
 
 def _parse(url: str, parts: SplitResult, query: dict[str, str]) -> DatabaseUrl:
@@ -225,6 +227,7 @@ TRAITS = EngineTraits(
     open_async_driver=_open_async_driver,
     open_driver=_open_driver,
     sqlglot_dialect=_dialect,
+    hidden_column_prefix=HIDDEN_COLUMN_PREFIX,
     encode_parameter=_encode_parameter,
     decoder=_decoder,
 )
@@ -248,6 +251,7 @@ TRAITS_POSTGRESQL = EngineTraits(
     open_async_driver=_open_async_driver,
     open_driver=_open_driver,
     sqlglot_dialect=_postgresql_dialect,
+    hidden_column_prefix=HIDDEN_COLUMN_PREFIX,
     encode_parameter=_encode_parameter,
     decoder=_decoder,
     positional_markers=True,

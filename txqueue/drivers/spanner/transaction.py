@@ -32,6 +32,7 @@ from txqueue.drivers.base import (
 )
 from txqueue.drivers.buffered import runs
 from txqueue.drivers.spanner import application, catalog, native, outcome
+from txqueue.drivers.spanner.assertion import rows_modified
 from txqueue.drivers.spanner.codec import (
     column_type,
     encode,
@@ -41,8 +42,9 @@ from txqueue.drivers.spanner.codec import (
     map_errors,
     positional,
 )
-from txqueue.drivers.spanner.engine import SpannerDatabase, query, rollback
-from txqueue.drivers.spanner.statements import TRACE_CONTEXT, queue_statements, quote
+from txqueue.drivers.spanner.engine import SpannerDatabase, query, rollback, update
+from txqueue.drivers.spanner.spelling import Spelling, attach, bind
+from txqueue.drivers.spanner.statements import TRACE_CONTEXT, key_matches, queue_statements
 from txqueue.errors import (
     Aborted,
     AlreadyExists,
@@ -107,6 +109,7 @@ class Work:
                 else:
                     self.transaction = session.transaction()
                     self.transaction.begin()
+                attach(self.transaction, database.spelling)
         except BaseException:
             if session is not None:
                 database.release(session, healthy=False)
@@ -134,12 +137,26 @@ class Work:
         self.flush(visible=True)
         sql, params = positional(sql, params)
         values, types = encode_params(params)
-        if expected_rows is not None:
+        spelling = self.database.spelling
+        if expected_rows is not None and spelling.postgresql:
+            sql, values, types = bind(spelling, sql, values, types)
+            checked = rows_modified(sql)  # no ASSERT_ROWS_MODIFIED: count first (assertion.py)
+            if checked is None:
+                raise InvalidArgument(
+                    "ASSERT_ROWS_MODIFIED on a PostgreSQL-dialect Cloud Spanner database takes"
+                    " DELETE, UPDATE or INSERT … VALUES (their rows are counted first)"
+                )
+            counted = checked(self.transaction, values, types)
+            if counted != expected_rows:
+                raise OutOfRange(
+                    f"ASSERT_ROWS_MODIFIED {expected_rows} failed: the statement would"
+                    f" modify {counted} row(s)"
+                )
+        elif expected_rows is not None:
             sql = f"{sql.rstrip().rstrip(';')} ASSERT_ROWS_MODIFIED {int(expected_rows)}"
         try:
-            with map_errors():
-                self.dml = True
-                count = self.transaction.execute_update(sql, params=values, param_types=types)
+            self.dml = True
+            count = update(self.transaction, sql, values, types)
         except (OutOfRange, InvalidArgument, FailedPrecondition) as error:
             refusal = self._length_refusal(str(error))
             if refusal is not None:
@@ -158,7 +175,8 @@ class Work:
             return None
         _, rows = self.database.read(
             query,
-            "SELECT spanner_type FROM INFORMATION_SCHEMA.COLUMNS WHERE table_schema = ''"
+            "SELECT spanner_type FROM INFORMATION_SCHEMA.COLUMNS"
+            f" WHERE table_schema = '{self.database.spelling.schema}'"
             " AND table_name = @table AND column_name = @column",
             {"table": found["table"], "column": found["column"]},
         )
@@ -174,7 +192,8 @@ class Work:
         # can run ahead of the CURRENT_TIMESTAMP() of a later transaction).
         _, rows = query(
             self.transaction,
-            "SELECT EXISTS(SELECT 1 FROM txqueue_ledger WHERE key = @key), CURRENT_TIMESTAMP()",
+            "SELECT EXISTS(SELECT 1 FROM txqueue_ledger WHERE key = @key),"
+            f" {self.database.spelling.now}",
             {"key": key},
         )
         taken, now = rows[0]
@@ -196,8 +215,9 @@ class Work:
         table = params.table
         columns = [table.column(name) for name in params.columns]
         rows = [[encode(c, v) for c, v in zip(columns, row)] for row in params.rows]
+        # names as the catalog spells them or not (Spanner's names are case-insensitive)
+        places = [[c.lower() for c in params.columns].index(k.lower()) for k in table.primary_key]
         if params.kind in (WriteKind.INSERT, WriteKind.UPDATE):
-            places = [params.columns.index(k) for k in table.primary_key]
             keys = [tuple(row[i] for i in places) for row in params.rows]
             present = self._present(table, keys)
             for key, found in zip(keys, present):
@@ -210,7 +230,7 @@ class Work:
                 table.name, columns=params.columns, values=rows
             )
         for row in params.rows:
-            key = tuple(row[params.columns.index(k)] for k in table.primary_key)
+            key = tuple(row[i] for i in places)
             self.written[(table.name.lower(), key)] = True
 
     def _present(self, table: Table, keys: list[tuple[Any, ...]]) -> list[bool]:
@@ -228,20 +248,18 @@ class Work:
         """Which of ``unknown`` have a row (one query)."""
         stored: set[tuple[Any, ...]] = set()
         if unknown:
-            names = [quote(k) for k in table.primary_key]
+            spelling = self.database.spelling
+            names = [spelling.quote(k) for k in table.primary_key]
             values: dict[str, Any] = {}
             types: dict[str, Any] = {}
-            matches = []
             for n, key in enumerate(unknown):
                 one, kinds = key_params(table, key)
                 values.update({f"{name}_{n}": v for name, v in one.items()})
                 types.update({f"{name}_{n}": t for name, t in kinds.items()})
-                matches.append(
-                    "(" + " AND ".join(f"{k} = @k{i}_{n}" for i, k in enumerate(names)) + ")"
-                )
             _, rows = query(
                 self.transaction,
-                f"SELECT {', '.join(names)} FROM {quote(table.name)} WHERE {' OR '.join(matches)}",
+                f"SELECT {', '.join(names)} FROM {spelling.quote(table.name)}"
+                f" WHERE {key_matches(table, len(unknown), spelling)}",
                 values,
                 types,
             )
@@ -253,7 +271,8 @@ class Work:
         self.flush()
         table = params.table
         if params.keys is None:
-            _, rows = query(self.transaction, f"SELECT COUNT(*) FROM {quote(table.name)}")
+            name = self.database.spelling.quote(table.name)
+            _, rows = query(self.transaction, f"SELECT COUNT(*) FROM {name}")
             with map_errors():
                 self.transaction.delete(table.name, KeySet(all_=True))
             for place in [p for p in self.written if p[0] == table.name.lower()]:
@@ -341,7 +360,11 @@ class Work:
                     kinds.append(param_types.STRING)
                     values.append(trace)
                 if dml:
-                    statements.append(_insert_statement(table.name, columns, kinds, values))
+                    statements.append(
+                        _insert_statement(
+                            self.database.spelling, table.name, columns, kinds, values
+                        )
+                    )
                 else:
                     self.transaction.insert(table.name, columns=columns, values=[values])
                 self.written[(table.name.lower(), key)] = True
@@ -354,6 +377,8 @@ class Work:
         from grpc import StatusCode  # type: ignore[import-untyped]
 
         self.dml = True
+        spelling = self.database.spelling
+        statements = [bind(spelling, *statement) for statement in statements]  # type: ignore[misc]
         with map_errors():
             status, _ = self.transaction.batch_update(statements)
             if status.code:
@@ -373,7 +398,7 @@ class Work:
         values, types = key_params(table, params.key)
         _, rows = query(
             self.transaction,
-            queue_statements(table, self.deliver).lease_of,
+            queue_statements(table, self.deliver, self.database.spelling).lease_of,
             {**values, "now": params.now},
             {**types, "now": param_types.TIMESTAMP},
         )
@@ -392,6 +417,7 @@ class Work:
         table = params.queue
         if dml:
             values, types = key_params(table, params.key)
+            quote = self.database.spelling.quote
             match = " AND ".join(f"{quote(k)} = @k{i}" for i, k in enumerate(table.primary_key))
             self._run_dml([(f"DELETE FROM {quote(table.name)} WHERE {match}", values, types)])
         else:
@@ -446,9 +472,10 @@ class Work:
 
 
 def _insert_statement(
-    table: str, columns: list[str], kinds: list[Any], values: list[Any]
+    spelling: Spelling, table: str, columns: list[str], kinds: list[Any], values: list[Any]
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """An INSERT of one row as DML, for ``batch_update``."""
+    quote = spelling.quote
     names = [f"v{i}" for i in range(len(columns))]
     sql = (
         f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)})"

@@ -29,7 +29,7 @@ from typing import Any
 from google.cloud.spanner_v1 import param_types
 
 from txqueue.drivers.spanner.engine import SpannerDatabase
-from txqueue.drivers.spanner.statements import quote
+from txqueue.drivers.spanner.spelling import bind
 
 __all__ = ["ChangeStreamWatcher"]
 
@@ -71,11 +71,8 @@ class ChangeStreamWatcher:
         self, database: SpannerDatabase, stream: str, on_insert: Callable[[], None]
     ) -> None:
         self._database = database
-        self._sql = (
-            f"SELECT ChangeRecord FROM {quote('READ_' + stream)}(start_timestamp => @start,"
-            " end_timestamp => @end, partition_token => @token,"
-            " heartbeat_milliseconds => @heartbeat)"
-        )
+        self._spelling = database.spelling
+        self._sql = database.spelling.read_stream(stream)
         self._on_insert = on_insert
         self._stopping = threading.Event()
         #: set once the partitions are known (``failed`` says whether that went wrong)
@@ -185,19 +182,24 @@ class ChangeStreamWatcher:
             self._sessions.add(session)
         healthy = False
         try:
-            rows = session.snapshot().execute_sql(
+            sql, values, types = bind(
+                self._spelling,
                 self._sql,
-                params={
+                {
                     "start": start,
                     "end": end,
                     "token": token,
                     "heartbeat": int(HEARTBEAT / timedelta(milliseconds=1)),
                 },
-                param_types=_TYPES,
+                dict(_TYPES),
             )
+            rows = session.snapshot().execute_sql(sql, params=values, param_types=types)
             for row in rows:
                 if self._stopping.is_set():
                     return children, reached
+                if self._spelling.postgresql:  # one JSON record a row
+                    reached = max(reached, self._take_json(row[0], children))
+                    continue
                 for record in row[0]:
                     reached = max(reached, self._take(record, children))
             healthy = True
@@ -222,3 +224,38 @@ class ChangeStreamWatcher:
             moment = max(moment, partition[0])
             children += [(child[0], partition[0]) for child in partition[2]]
         return moment
+
+    def _take_json(self, record: Any, children: list[tuple[str, datetime]]) -> datetime:
+        """Act on one record of a PostgreSQL-dialect stream (``spanner.read_json_<stream>``:
+        a JSON object holding one data change, heartbeat or child partitions record)."""
+        moment = datetime.min.replace(tzinfo=timezone.utc)
+        change = record.get("data_change_record")
+        if change:
+            moment = _moment(change.get("commit_timestamp"), moment)
+            self._on_insert()
+        heartbeat = record.get("heartbeat_record")
+        if heartbeat:
+            moment = _moment(heartbeat.get("timestamp"), moment)
+        partition = record.get("child_partitions_record")
+        if partition:
+            start = _moment(partition.get("start_timestamp"), moment)
+            moment = max(moment, start)
+            children += [(child["token"], start) for child in partition["child_partitions"]]
+        return moment
+
+
+def _moment(text: Any, floor: datetime) -> datetime:
+    """A record's timestamp (RFC 3339 text, nanoseconds cut to microseconds), or ``floor``."""
+    if not isinstance(text, str):
+        return floor
+    head, _, rest = text.partition(".")
+    zone = ""
+    digits = rest
+    for sign in ("+", "-", "Z"):
+        if sign in rest:
+            digits, _, tail = rest.partition(sign)
+            zone = sign + tail
+            break
+    fraction = f".{digits[:6]}" if rest else ""
+    parsed = datetime.fromisoformat((head + fraction + zone).replace("Z", "+00:00"))
+    return max(floor, parsed.astimezone(timezone.utc))
