@@ -222,10 +222,16 @@ COMBINATIONS = [
     pytest.param(("sqlite", "postgresql"), id="sqlite-postgresql"),
     pytest.param(("postgres", "googlesql"), id="postgres-googlesql", marks=pytest.mark.postgres),
     pytest.param(("postgres", "postgresql"), id="postgres-postgresql", marks=pytest.mark.postgres),
-    # Cloud Spanner on its emulator (a GoogleSQL database; the database's dialect is its own)
+    # Cloud Spanner on its emulator (the database's dialect is its own, fixed at creation)
     pytest.param(("spanner", "googlesql"), id="spanner-googlesql"),
+    pytest.param(("spanner_postgresql", "postgresql"), id="spanner-postgresql"),
 ]
-_URLS = {"sqlite": "sqlite_url", "postgres": "pg_database_url", "spanner": "spanner_url"}
+_URLS = {
+    "sqlite": "sqlite_url",
+    "postgres": "pg_database_url",
+    "spanner": "spanner_url",
+    "spanner_postgresql": "spanner_postgresql_database_url",
+}
 SHORT = timedelta(seconds=1)
 SLACK = timedelta(minutes=2)
 

@@ -27,7 +27,7 @@ from txqueue.drivers.spanner.assertion import rows_modified
 from txqueue.drivers.spanner.engine import SpannerDatabase, query
 from txqueue.drivers.spanner.spelling import GOOGLESQL, POSTGRESQL, bind
 from txqueue.drivers.spanner.transaction import Work
-from txqueue.errors import InvalidArgument
+from txqueue.errors import InvalidArgument, OutOfRange
 from txqueue.sql.ddl import parse_ddl
 
 from .test_native import _BOOL, _BYTES, _INT64, _STRING, _TIMESTAMP, EXPIRES, _json, _result
@@ -269,3 +269,27 @@ def test_a_large_queue_on_a_postgresql_database_is_estimated_from_a_sample(
     assert info.estimated is True
     assert info.ready == pytest.approx(400, rel=0.25)
     assert info.leased == 0
+
+
+def test_assert_rows_modified_counts_with_the_statements_own_parameters(pg: Any) -> None:
+    """The count first, then the statement: a parameter only the SET uses is still bound
+    (the count query gets every parameter of the statement), and a mismatch changes nothing
+    while the transaction goes on with its earlier writes."""
+
+    def work(txn: Any) -> None:
+        txn.execute_update("INSERT INTO users (userid, username) VALUES (1, 'a'), (2, 'b')")
+        renamed = "UPDATE users SET username = $1 WHERE userid = $2 ASSERT_ROWS_MODIFIED 1"
+        assert txn.execute_update(renamed, ["renamed", 1]) == 1
+        everyone = "UPDATE users SET username = $1 WHERE userid > $2 ASSERT_ROWS_MODIFIED 1"
+        with pytest.raises(OutOfRange, match="ASSERT_ROWS_MODIFIED 1"):
+            txn.execute_update(everyone, ["x", 0])
+        copied = (
+            "INSERT INTO users (userid, username) SELECT userid + 10, username FROM users"
+            " WHERE userid = $1 ASSERT_ROWS_MODIFIED 1"
+        )
+        assert txn.execute_update(copied, [2]) == 1
+
+    pg.run_in_transaction(work)
+    with pg.snapshot() as snapshot:
+        rows = sorted(tuple(r) for r in snapshot.execute_sql("SELECT userid, username FROM users"))
+    assert rows == [(1, "renamed"), (2, "b"), (12, "b")]

@@ -19,6 +19,7 @@ import pytest
 from conformance.support import POSTGRESQL_DDL
 
 from txqueue.core.schema import ColumnType, CreateTable, Dialect, Table
+from txqueue.drivers.spanner.assertion import rows_modified
 from txqueue.events.records import CONFIG_QUERY
 from txqueue.events.records import TABLES as EVENT_TABLES
 from txqueue.events.unmatched import unmatched_query
@@ -344,16 +345,16 @@ def test_information_schema_views_in_postgresql_spelling(database: Any) -> None:
     ]
 
 
-def _check(database: Any, sql: str, params: Any = None) -> tuple[int, int | None]:
-    """ASSERT_ROWS_MODIFIED's check as the face runs it: (expected, counted)."""
+def _check(database: Any, sql: str, params: Any = None) -> tuple[int, int]:
+    """ASSERT_ROWS_MODIFIED's check as the driver runs it on this dialect: (expected, counted)
+    — the statement's rows counted first, with the statement's own parameters."""
     plan = _plan(sql, P, params)
-    assert isinstance(plan, DmlPlan) and plan.check is not None and plan.expected_rows is None
-    if plan.check.sql is None:
-        return plan.check.expected, plan.check.rows
-    text, values, types = _numbered(plan.check.sql, plan.check.params)
+    assert isinstance(plan, DmlPlan) and plan.expected_rows is not None
+    text, values, types = _numbered(plan.sql, plan.params)
+    count = rows_modified(text)
+    assert count is not None
     with database.snapshot() as snapshot:
-        (row,) = list(snapshot.execute_sql(text, params=values, param_types=types))
-    return plan.check.expected, int(row[0])
+        return plan.expected_rows, count(snapshot, values, types)
 
 
 def test_assert_rows_modified_counts_what_the_dml_would_change(database: Any) -> None:

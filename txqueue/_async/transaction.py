@@ -15,10 +15,9 @@ from txqueue import telemetry
 from txqueue.core.schema import Dialect, Table
 from txqueue.drivers._async_protocol import AsyncDriverTransaction
 from txqueue.drivers.base import (
-    TranslatedSql,
     WriteKind,
 )
-from txqueue.errors import InvalidArgument, NotFound, OutOfRange
+from txqueue.errors import InvalidArgument, NotFound
 from txqueue.models import ResultSet
 from txqueue.mutations import prepare_ack, prepare_delete, prepare_send, prepare_write
 from txqueue.sql import (
@@ -149,7 +148,7 @@ class AsyncTransaction:
             raise InvalidArgument(
                 "execute_update runs INSERT, UPDATE and DELETE; use execute_sql for queries"
             )
-        count = await _execute_dml(self._transaction, plan)
+        count = await self._transaction.execute_update(plan.sql, plan.params, plan.expected_rows)
         for queue in plan.sends_to:
             self._transaction.note_sent(queue)
         return count
@@ -168,7 +167,7 @@ class AsyncTransaction:
         plan = await _plan(self._database, self._transaction, sql, params, None, internal=True)
         if not isinstance(plan, DmlPlan):
             raise InvalidArgument("execute_internal_update runs INSERT, UPDATE and DELETE")
-        return await _execute_dml(self._transaction, plan)
+        return await self._transaction.execute_update(plan.sql, plan.params, plan.expected_rows)
 
     async def execute_engine_sql(self, sql: str, params: Any = None) -> ResultSet:
         """Run a query in the engine's own SQL (SQLite or PostgreSQL), untranslated.
@@ -235,27 +234,6 @@ async def _plan(
         catalog = ({**application, **known}, indexes)
     engine = database._sql_engine
     return statement.plan(tables, engine, params, param_types, database.now(), catalog)
-
-
-async def _execute_dml(transaction: AsyncDriverTransaction, plan: DmlPlan) -> int:
-    """Run planned DML; returns its row count. Where the engine cannot check
-    ASSERT_ROWS_MODIFIED itself (`DmlPlan.check`), the rows it would change are known or
-    counted first, in this transaction, and a different count fails before anything is
-    written: OutOfRange, the transaction still open with its earlier writes."""
-    check = plan.check
-    if check is None:
-        return await transaction.execute_update(plan.sql, plan.params, plan.expected_rows)
-    rows = check.rows
-    if rows is None:
-        assert check.sql is not None
-        counted = await transaction.execute_sql(TranslatedSql(check.sql), check.params)
-        rows = int(counted.rows[0][0])
-    if rows != check.expected:
-        raise OutOfRange(
-            f"ASSERT_ROWS_MODIFIED {check.expected} failed: {rows} row(s) would be modified "
-            "(the statement was not run)"
-        )
-    return await transaction.execute_update(plan.sql, plan.params, None)
 
 
 async def _execute_sql(

@@ -79,10 +79,6 @@ class EngineTraits:
     #: appear, and binds them as a list (the driver numbers them: ``$1``, ``$2`` …); False
     #: when it binds them by name (``@name``, ``%(name)s``, ``:name``).
     positional_markers: bool = False
-    #: True when the driver checks ``ASSERT_ROWS_MODIFIED`` itself (a savepoint, or the
-    #: engine's own clause); False when the engine has neither, so the front end counts the
-    #: rows the DML would change in the same transaction before running it.
-    checks_row_count: bool = True
     #: The prefix of the hidden columns txqueue adds to a queue's table (lease state, the
     #: last error: ``_txq_last_error``); Spanner's names cannot start with ``_``.
     hidden_column_prefix: str = "_txq_"

@@ -7,7 +7,7 @@ statements.
 
 from txqueue.sql.results import AsyncStreamingResultSet, QueryPlan, StreamingResultSet
 from txqueue.sql.source import is_complete, split_script, statement_kind
-from txqueue.sql.statement import DmlPlan, Plan, RowCheck, Statement, parse_sql
+from txqueue.sql.statement import DmlPlan, Plan, Statement, parse_sql
 from txqueue.sql.tvf import ReceivePlan, RenewPlan
 
 __all__ = [
@@ -17,7 +17,6 @@ __all__ = [
     "QueryPlan",
     "ReceivePlan",
     "RenewPlan",
-    "RowCheck",
     "Statement",
     "StreamingResultSet",
     "is_complete",

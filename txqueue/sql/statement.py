@@ -36,7 +36,7 @@ from txqueue.sql.rewrite import Rewriter
 from txqueue.sql.source import Prepared, Source, prepare
 from txqueue.sql.tvf import ReceivePlan, RenewPlan, plan_table_function, table_function
 
-__all__ = ["DmlPlan", "Plan", "QueryPlan", "RowCheck", "Statement", "parse_sql"]
+__all__ = ["DmlPlan", "Plan", "QueryPlan", "Statement", "parse_sql"]
 
 T = TypeVar("T")
 _READ: dict[Dialect, Any] = {Dialect.GOOGLESQL: "bigquery", Dialect.POSTGRESQL: Postgres}
@@ -58,19 +58,6 @@ logging.getLogger("sqlglot").addFilter(_NoCommandFallback())
 
 
 @dataclass(frozen=True)
-class RowCheck:
-    """ASSERT_ROWS_MODIFIED on an engine that cannot check it after the fact (no such clause,
-    no savepoints): the rows the DML would change, known from the statement (``rows``: an
-    INSERT's VALUES) or counted by ``sql`` first, in the same transaction, whose read locks
-    keep the count true until the DML runs. A mismatch fails before anything is written."""
-
-    expected: int
-    rows: int | None = None
-    sql: str | None = None
-    params: Any = None
-
-
-@dataclass(frozen=True)
 class DmlPlan:
     """Engine DML with bound values; ``sends_to`` names the queue an INSERT sends to.
     ``params``: by name, or a list for an engine that takes ``?`` markers in order."""
@@ -79,8 +66,6 @@ class DmlPlan:
     params: Any
     expected_rows: int | None
     sends_to: tuple[str, ...]
-    #: Set when the front end checks ASSERT_ROWS_MODIFIED (then ``expected_rows`` is None).
-    check: RowCheck | None = None
 
 
 Plan = QueryPlan | DmlPlan | ReceivePlan | RenewPlan
@@ -313,12 +298,8 @@ class Statement:
         sends_to = (table.name,) if isinstance(tree, exp.Insert) and table.is_queue else ()
         check_functions(tree, rewriter.where, _READ[self.dialect])
         expected = self._expected_rows(binder)
-        check = None
-        if expected is not None and not traits.checks_row_count:
-            check = _row_check(tree, expected, binder.values, traits)
-            expected = None
         sql, values = _bound(_generate(tree, traits), binder.values, traits)
-        return DmlPlan(sql, values, expected, sends_to, check)
+        return DmlPlan(sql, values, expected, sends_to)
 
     def _views(self, tree: exp.Expression) -> dict[str, str]:
         """Name each INFORMATION_SCHEMA view the statement reads as a CTE of its own (keys:
@@ -411,37 +392,6 @@ def _bound(
 
 def _copied(params: Any) -> Any:
     return list(params) if isinstance(params, list) else dict(params)
-
-
-def _row_check(
-    tree: exp.Expression, expected: int, values: dict[str, Any], traits: EngineTraits
-) -> RowCheck:
-    """How to check ASSERT_ROWS_MODIFIED ``expected`` of DML ``tree`` (compiled, not yet
-    generated) before running it: the rows an INSERT's VALUES hold, or a count query of the
-    rows a DELETE or UPDATE matches (``SELECT COUNT(*) FROM t WHERE <its WHERE>``) or an
-    INSERT's SELECT returns."""
-    where = f"ASSERT_ROWS_MODIFIED is not supported on {traits.display_name}"
-    count = exp.Count(this=exp.Star())
-    if isinstance(tree, exp.Insert):
-        if tree.args.get("conflict"):
-            raise InvalidArgument(f"{where} with INSERT ... ON CONFLICT")
-        source = tree.expression
-        if isinstance(source, exp.Values):
-            return RowCheck(expected, rows=len(source.expressions))
-        if not isinstance(source, exp.Query):
-            raise InvalidArgument(f"{where} with this INSERT")
-        alias = exp.TableAlias(this=exp.to_identifier("_txq_counted"))
-        query = exp.select(count).from_(exp.Subquery(this=source.copy(), alias=alias))
-    else:
-        assert isinstance(tree, (exp.Update, exp.Delete))
-        if tree.args.get("from_") or tree.args.get("using"):
-            raise InvalidArgument(f"{where} with UPDATE ... FROM or DELETE ... USING")
-        query = exp.select(count).from_(tree.this.copy())
-        condition = tree.args.get("where")
-        if isinstance(condition, exp.Where):
-            query.set("where", condition.copy())
-    sql, params = _bound(_generate(query, traits), values, traits)
-    return RowCheck(expected, sql=sql, params=params)
 
 
 def _token_text(match: re.Match[str]) -> str:

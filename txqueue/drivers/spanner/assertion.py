@@ -4,23 +4,41 @@ same read-write transaction (whose read locks keep the count true until the comm
 statement whose count differs fails before it has any effect and the transaction stays open.
 
 DELETE and UPDATE count ``SELECT COUNT(*) FROM t WHERE <the same condition>``; an INSERT …
-VALUES counts its rows. Other statements (INSERT … SELECT, say) are not counted here: the SQL
-front end checks them (it derives the count from the statement it parsed).
+VALUES counts its rows and an INSERT … SELECT the rows of its query. A statement whose rows
+cannot be known beforehand is refused (InvalidArgument, by the caller).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["rows_modified"]
-
-Counter = Callable[[Any, Any, Any], int]
+__all__ = ["RowCount", "rows_modified"]
 
 
-def rows_modified(sql: str) -> Counter | None:
-    """A function of (transaction, values, types) counting the rows ``sql`` would modify,
-    or None when ``sql`` is not a statement counted here."""
+@dataclass(frozen=True)
+class RowCount:
+    """The rows a DML statement would modify: known from the statement (``rows``) or counted
+    by ``sql``, a query taking the statement's own parameters."""
+
+    rows: int | None = None
+    sql: str | None = None
+
+    def __call__(self, transaction: Any, values: Any, types: Any) -> int:
+        """The count, read in ``transaction`` (whose read locks keep it true until the DML)."""
+        if self.rows is not None:
+            return self.rows
+        from txqueue.drivers.spanner.engine import query
+
+        assert self.sql is not None
+        _, rows = query(transaction, self.sql, values, types)
+        return int(rows[0][0])
+
+
+def rows_modified(sql: str) -> RowCount | None:
+    """How to count the rows ``sql`` would modify, or None when they cannot be known
+    beforehand (``INSERT … ON CONFLICT``, ``UPDATE … FROM``, ``DELETE … USING``, anything but
+    DML)."""
     import sqlglot
     from sqlglot import exp
 
@@ -28,27 +46,24 @@ def rows_modified(sql: str) -> Counter | None:
         parsed = sqlglot.parse_one(sql, read="postgres")
     except sqlglot.errors.ParseError:
         return None
+    count = exp.Count(this=exp.Star())
     if isinstance(parsed, exp.Insert):
-        values = parsed.expression
-        if not isinstance(values, exp.Values):
+        source = parsed.expression
+        if parsed.args.get("conflict"):
             return None
-        rows = len(values.expressions)
-        return lambda transaction, values, types: rows
-    if not isinstance(parsed, (exp.Update, exp.Delete)) or parsed.args.get("from"):
+        if isinstance(source, exp.Values):
+            return RowCount(rows=len(source.expressions))
+        if not isinstance(source, exp.Query):
+            return None
+        alias = exp.TableAlias(this=exp.to_identifier("txqueue_counted"))
+        select = exp.select(count).from_(exp.Subquery(this=source.copy(), alias=alias))
+    elif isinstance(parsed, (exp.Update, exp.Delete)):
+        if parsed.args.get("from_") or parsed.args.get("using"):
+            return None
+        select = exp.select(count).from_(parsed.this.copy())
+        where = parsed.args.get("where")
+        if isinstance(where, exp.Where):
+            select.set("where", where.copy())
+    else:
         return None
-    if parsed.args.get("using"):
-        return None
-    table = parsed.this
-    where = parsed.args.get("where")
-    select = exp.select("COUNT(*)").from_(table.copy())
-    if where is not None:
-        select = select.where(where.this.copy())
-    count_sql = select.sql(dialect="postgres")
-
-    def count(transaction: Any, values: Any, types: Any) -> int:
-        from txqueue.drivers.spanner.engine import query
-
-        _, rows = query(transaction, count_sql, values, types)
-        return int(rows[0][0])
-
-    return count
+    return RowCount(sql=select.sql(dialect="postgres"))

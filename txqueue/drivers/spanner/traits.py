@@ -3,7 +3,8 @@ GoogleSQL as it is. google-cloud-spanner is imported only when a driver is opene
 
 `TRAITS_POSTGRESQL` is the target the SQL front end writes for a PostgreSQL-dialect
 database (the driver's ``sql_engine``): PostgreSQL as Spanner's PostgreSQL dialect takes it,
-``?`` markers that the driver numbers, and no ``ASSERT_ROWS_MODIFIED`` clause nor savepoints.
+``?`` markers that the driver numbers (which also counts the rows of ``ASSERT_ROWS_MODIFIED``
+first: the dialect has no such clause and Spanner no savepoints).
 No URL chooses it and `Database.engine` stays ``spanner``.
 """
 
@@ -255,5 +256,4 @@ TRAITS_POSTGRESQL = EngineTraits(
     encode_parameter=_encode_parameter,
     decoder=_decoder,
     positional_markers=True,
-    checks_row_count=False,
 )

@@ -144,7 +144,8 @@ class Work:
             if checked is None:
                 raise InvalidArgument(
                     "ASSERT_ROWS_MODIFIED on a PostgreSQL-dialect Cloud Spanner database takes"
-                    " DELETE, UPDATE or INSERT … VALUES (their rows are counted first)"
+                    " DELETE, UPDATE or INSERT whose rows can be counted first (not ON"
+                    " CONFLICT, UPDATE … FROM or DELETE … USING)"
                 )
             counted = checked(self.transaction, values, types)
             if counted != expected_rows:
@@ -182,7 +183,11 @@ class Work:
         )
         if not rows:
             return None
-        return length_refusal(f"{found['column']} {rows[0][0]}", found["table"])
+        spelled = str(rows[0][0])
+        if self.database.spelling.postgresql:  # "character varying(3)": STRING(3)
+            column = application.postgresql_type(spelled)
+            spelled = f"{column.type.value}({column.length})"
+        return length_refusal(f"{found['column']} {spelled}", found["table"])
 
     def record_once(self, key: str) -> bool:
         if key in self.recorded:  # its insert is a mutation, which no read here can see
