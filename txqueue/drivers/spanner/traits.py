@@ -11,6 +11,7 @@ No URL chooses it and `Database.engine` stays ``spanner``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
@@ -233,27 +234,13 @@ TRAITS = EngineTraits(
     decoder=_decoder,
 )
 
-TRAITS_POSTGRESQL = EngineTraits(
+#: The same engine writing Spanner's PostgreSQL dialect (what differs from GoogleSQL only).
+TRAITS_POSTGRESQL = replace(
+    TRAITS,
     name="spanner_postgresql",
     display_name=f"{DISPLAY_NAME} (PostgreSQL dialect)",
     schemes=(),  # no URL chooses it: the driver names it as its sql_engine
-    db_system="gcp.spanner",
-    marker="?",
-    one_writer=False,
-    listens=False,
-    times_as_micros=False,
-    emulates_types=False,
     lower_case_names=True,
-    escape_percent=False,
-    reserved_prefix=RESERVED_PREFIX,
-    file_target=False,
-    pool_size_option=None,
-    parse=_parse,
-    open_async_driver=_open_async_driver,
-    open_driver=_open_driver,
     sqlglot_dialect=_postgresql_dialect,
-    hidden_column_prefix=HIDDEN_COLUMN_PREFIX,
-    encode_parameter=_encode_parameter,
-    decoder=_decoder,
     positional_markers=True,
 )
