@@ -150,7 +150,9 @@ class AsyncSpannerReceiver:
     async def wait(self, timeout: float) -> None:
         """Until this process commits a send to the queue, the change stream records one,
         or (looked at every ``POLL``, or ``WATCHED_POLL`` while the stream is read) a message
-        of it is ready, e.g. released by another process; at most ``timeout``."""
+        of it is ready, e.g. released by another process; at most ``timeout``. A paused
+        queue is looked at every ``POLL``: its resume by another process deletes a row,
+        which the insert-only stream does not record."""
         watcher = self._driver.watch(self._queue)
         deadline = monotonic() + timeout
         look = monotonic() + POLL
@@ -162,7 +164,10 @@ class AsyncSpannerReceiver:
                 due = await self.seconds_until_ready(self._queue)
                 if due is not None and due <= 0:
                     return
-                look = monotonic() + (WATCHED_POLL if watcher.live else POLL)
+                watched = watcher.live
+                if watched and due is None:  # nothing to wait for: empty, or paused
+                    watched = not await self._driver.is_paused(self._queue)
+                look = monotonic() + (WATCHED_POLL if watched else POLL)
             await sleep(max(min(deadline - now, look - now, LOCAL_POLL), 0.0))
 
     async def close(self) -> None:
