@@ -7,6 +7,7 @@ available, PostgreSQL tests are skipped, except under ``CI=true`` where they fai
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import queue
@@ -16,14 +17,23 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pgserver import PostgresServer, create_database, drop_database, find_or_start, with_database
-from spannerfixtures import spanner_database_url, spanner_emulator, spanner_opted_in, spanner_url
+from spannerfixtures import (
+    spanner_database_url,
+    spanner_emulator,
+    spanner_params_on,
+    spanner_postgresql_database_url,
+    spanner_url,
+    spanner_wanted,
+)
 
 __all__ = [  # fixtures of the Cloud Spanner emulator
     "spanner_database_url",
     "spanner_emulator",
+    "spanner_postgresql_database_url",
     "spanner_url",
 ]
 
@@ -45,7 +55,76 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: Test files that load the machine and time things (a wheel build and fresh virtualenvs,
+#: Chromium, a Patroni cluster, a load run): under pytest-xdist (``-n N``, the README's
+#: command) they run one after another on one worker, never two at once.
+HEAVY_FILES = (
+    "tests/browser/",
+    "tests/packaging/",
+    "tests/faults/test_failover.py",
+    "tests/integration/test_worker_load.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n N`` (``--dist load``): each test goes to the next free worker, except that
+    ``HEAVY_FILES`` form one unit of work, handed to one worker first (the largest unit)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HeavyTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "heavy" if nodeid.startswith(HEAVY_FILES) else nodeid
+
+    return HeavyTogether(config, log)
+
+
+class _SummaryLines:
+    """What the suites' ``pytest_terminal_summary`` hooks write, kept on a pytest-xdist worker
+    (whose terminal nobody sees) for the controller to print."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def section(self, title: str, sep: str = "=", **_: Any) -> None:
+        self.lines.append(f" {title} ".center(80, sep))
+
+    def write_line(self, line: str, **_: Any) -> None:
+        self.lines.append(str(line))
+
+
+_forwarded: list[str] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is None:  # not a pytest-xdist worker
+        return
+    reporter = _SummaryLines()
+    arguments = {"terminalreporter": reporter, "exitstatus": exitstatus, "config": session.config}
+    tests = str(Path(__file__).parent)
+    for plugin in session.config.pluginmanager.get_plugins():
+        hook = getattr(plugin, "pytest_terminal_summary", None)
+        if hook is None or not str(getattr(plugin, "__file__", "")).startswith(tests):
+            continue
+        hook(**{name: arguments[name] for name in inspect.signature(hook).parameters})
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "worker")
+    workeroutput["txqueue_summary_lines"] = [f"[{worker}] {line}" for line in reporter.lines]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _forwarded.extend(getattr(node, "workeroutput", {}).get("txqueue_summary_lines", ()))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _forwarded:  # the workers' summaries, under pytest-xdist
+        terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Anything reaching the PostgreSQL (Cloud Spanner) fixtures counts as a postgres (spanner)
     # test, so `-m "not postgres"` deselects it (database_url marks only its own param).
     for item in items:
@@ -53,6 +132,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
         if "spanner_emulator" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spanner)
+    # database_url's Cloud Spanner params run where spanner_wanted says (by default in the
+    # conformance and driver suites); elsewhere they are deselected.
+    unwanted = [item for item in items if _on_spanner(item) and not spanner_wanted(item.path)]
+    if unwanted:
+        config.hook.pytest_deselected(items=unwanted)
+        dropped = set(unwanted)
+        items[:] = [item for item in items if item not in dropped]
+
+
+def _on_spanner(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    engine = callspec.params.get("database_url") if callspec is not None else None
+    return isinstance(engine, str) and engine.startswith("spanner")
 
 
 @pytest.fixture(scope="session")
@@ -207,20 +299,28 @@ def sqlite_url(tmp_path: Path) -> str:
     params=[
         pytest.param("sqlite", id="sqlite"),
         pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-        # Cloud Spanner on its emulator, opt-in until the suites fit in CI's time:
-        # TXQUEUE_TEST_SPANNER=1 adds it (-m "not spanner" deselects it).
+        # Cloud Spanner on its emulator, GoogleSQL and PostgreSQL dialect: by default in the
+        # conformance and driver suites only (pytest_collection_modifyitems deselects the
+        # rest); TXQUEUE_TEST_SPANNER=0 leaves them out, =1 runs them everywhere.
         *(
-            [pytest.param("spanner", id="spanner", marks=pytest.mark.spanner)]
-            if spanner_opted_in()
+            [
+                pytest.param("spanner", id="spanner", marks=pytest.mark.spanner),
+                pytest.param(
+                    "spanner_postgresql", id="spanner_postgresql", marks=pytest.mark.spanner
+                ),
+            ]
+            if spanner_params_on()
             else []
         ),
     ]
 )
 def database_url(request: pytest.FixtureRequest) -> str:
     """Run the test once per engine: a SQLite file URL, then a fresh PostgreSQL database,
-    then a fresh Cloud Spanner database on the emulator (see ``spanner_opted_in``)."""
+    then fresh Cloud Spanner databases on the emulator (see ``spanner_wanted``)."""
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
     if request.param == "spanner":
         return str(request.getfixturevalue("spanner_database_url"))
+    if request.param == "spanner_postgresql":  # a PostgreSQL-dialect Spanner database
+        return str(request.getfixturevalue("spanner_postgresql_database_url"))
     return str(request.getfixturevalue("pg_database_url"))

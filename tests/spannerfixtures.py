@@ -3,8 +3,9 @@
 ``spanner_emulator`` starts one emulator per session (``tests/spannerserver.py``) and points
 the client at it with ``SPANNER_EMULATOR_HOST``; ``spanner_url`` is a fresh GoogleSQL database
 per test. Without the emulator or google-cloud-spanner the tests are skipped, except under
-``CI=true`` where they fail. ``TXQUEUE_TEST_SPANNER=1`` adds Cloud Spanner to the engines
-the conformance and driver suites run on (``database_url``).
+``CI=true`` where they fail. The conformance and driver suites run on Cloud Spanner too
+(``database_url``): a GoogleSQL database (``spanner_database_url``) and a PostgreSQL-dialect
+one (``spanner_postgresql_database_url``); ``TXQUEUE_TEST_SPANNER=0`` leaves them out.
 """
 
 from __future__ import annotations
@@ -14,21 +15,40 @@ import importlib.util
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from spannerserver import ExternalEmulator, SpannerEmulator, find_or_start
 
-#: Set to 1 to run the conformance and driver suites on Cloud Spanner too (without the
-#: emulator its tests then fail or skip as the ``spanner_emulator`` fixture says).
-ENV_OPT_IN = "TXQUEUE_TEST_SPANNER"
+#: Which tests take ``database_url``'s Cloud Spanner params: unset, the conformance and
+#: driver suites (``SUITES``); ``0``, none (quick local runs); ``1``, every test that takes
+#: ``database_url``. Without the emulator they skip, or fail under ``CI=true``.
+ENV_SWITCH = "TXQUEUE_TEST_SPANNER"
+#: The suites that run on Cloud Spanner by default, a GoogleSQL and a PostgreSQL-dialect
+#: database each (``tests/spanner`` runs on the emulator always).
+SUITES = tuple(Path(__file__).parent / name for name in ("conformance", "drivers"))
 
 
-def spanner_opted_in() -> bool:
-    """Whether ``database_url`` runs on Cloud Spanner too: with ``TXQUEUE_TEST_SPANNER=1``.
-    Not by default, even under ``CI=true``: on the emulator the conformance and driver suites
-    take over ten minutes, more than CI's budget allows yet (``tests/spanner`` runs always)."""
-    return os.environ.get(ENV_OPT_IN) == "1"
+def _switch() -> str:
+    value = os.environ.get(ENV_SWITCH, "")
+    if value not in ("", "0", "1"):
+        raise pytest.UsageError(f"{ENV_SWITCH} must be 0, 1 or unset, not {value!r}")
+    return value
+
+
+def spanner_params_on() -> bool:
+    """Whether ``database_url`` has its Cloud Spanner params: unless ``TXQUEUE_TEST_SPANNER=0``."""
+    return _switch() != "0"
+
+
+def spanner_wanted(path: Path) -> bool:
+    """Whether the test in ``path`` runs on ``database_url``'s Cloud Spanner params: in
+    ``SUITES``, or anywhere with ``TXQUEUE_TEST_SPANNER=1``; nowhere with ``0``."""
+    switch = _switch()
+    if switch:
+        return switch == "1"
+    return any(path.is_relative_to(suite) for suite in SUITES)
 
 
 def _unavailable(reason: str) -> None:
@@ -58,10 +78,18 @@ def spanner_emulator() -> Iterator[SpannerEmulator | ExternalEmulator]:
         emulator.stop()
 
 
+def _alive(emulator: SpannerEmulator | ExternalEmulator) -> SpannerEmulator | ExternalEmulator:
+    """``emulator``, started anew if it crashed since the last test (the client finds it
+    through ``SPANNER_EMULATOR_HOST``, read at each connect)."""
+    if emulator.restart_if_dead():
+        os.environ["SPANNER_EMULATOR_HOST"] = emulator.host
+    return emulator
+
+
 @pytest.fixture
 def spanner_url(spanner_emulator: SpannerEmulator | ExternalEmulator) -> Iterator[str]:
     """A fresh GoogleSQL database on the emulator; dropped afterwards."""
-    url = spanner_emulator.create_database()
+    url = _alive(spanner_emulator).create_database()
     try:
         yield url
     finally:
@@ -75,7 +103,24 @@ def spanner_database_url(spanner_emulator: SpannerEmulator | ExternalEmulator) -
     each test the connect's schema change (about 0.1 s on the emulator)."""
     from txqueue.drivers.spanner.statements import CATALOG
 
-    url = spanner_emulator.create_database(extra_statements=tuple(CATALOG))
+    url = _alive(spanner_emulator).create_database(extra_statements=tuple(CATALOG))
+    try:
+        yield url
+    finally:
+        spanner_emulator.drop_database(url)
+
+
+@pytest.fixture
+def spanner_postgresql_database_url(
+    spanner_emulator: SpannerEmulator | ExternalEmulator,
+) -> Iterator[str]:
+    """A fresh PostgreSQL-dialect database in the state a first connect leaves (txqueue's
+    catalog made, in that dialect), for ``database_url``'s ``spanner_postgresql``."""
+    from txqueue.drivers.spanner.statements import CATALOG_POSTGRESQL
+
+    url = _alive(spanner_emulator).create_database(
+        dialect="postgresql", extra_statements=tuple(CATALOG_POSTGRESQL)
+    )
     try:
         yield url
     finally:
@@ -106,6 +151,14 @@ class SpannerAppTransaction:
         self._database = self._client.instance(instance).database(database)
         self._session = Session(self._database, is_multiplexed=False)
         self._session.create()
+        [[dialect]] = list(
+            self._session.snapshot().execute_sql(
+                "SELECT option_value FROM INFORMATION_SCHEMA.DATABASE_OPTIONS"
+                " WHERE option_name = 'database_dialect'"
+            )
+        )
+        #: a PostgreSQL-dialect database takes ``$1, $2 …`` bound to ``p1, p2 …``
+        self.postgresql = dialect == "POSTGRESQL"
         self.conn: Any = None
         self._statements: list[tuple[str, Any, Any]] = []
         self._begin()
@@ -124,6 +177,11 @@ class SpannerAppTransaction:
         values = {k: base64.b64encode(v) if isinstance(v, bytes) else v for k, v in params.items()}
         types = {k: kinds[type(v)] for k, v in params.items()}
         statement = re.sub(r":(\w+)", r"@\1", sql)
+        if self.postgresql:
+            numbers = {name: f"p{n}" for n, name in enumerate(params, 1)}
+            statement = re.sub(r":(\w+)", lambda m: "$" + numbers[m.group(1)][1:], sql)
+            values = {numbers[k]: v for k, v in values.items()}
+            types = {numbers[k]: t for k, t in types.items()}
         count = int(self.conn.execute_update(statement, params=values, param_types=types))
         self._statements.append((statement, values, types))
         return count

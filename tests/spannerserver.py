@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -225,6 +226,28 @@ class SpannerEmulator:
     def drop_database(self, url: str) -> None:
         drop_database(self.rest_base, url)
 
+    def restart_if_dead(self) -> bool:
+        """Start a new emulator in place of this one if it exited (the emulator crashes now
+        and then, a segfault in its gRPC server), so that one crash costs one test, not the
+        rest of the session; its databases are gone and ``host`` changes. True if it did."""
+        if self.process.poll() is None:
+            return False
+        sys.stderr.write(
+            f"the Cloud Spanner emulator exited ({self.process.returncode}); starting another."
+            f" Its log ended:\n{self.log_tail()}\n"
+        )
+        self.stop()
+        fresh = SpannerEmulator.start(str(self.process.args[0]))
+        _live.discard(fresh)
+        self.process, self.host, self.rest_base, self.log = (
+            fresh.process,
+            fresh.host,
+            fresh.rest_base,
+            fresh.log,
+        )
+        _live.add(self)
+        return True
+
     def pause(self) -> None:
         """Stop the emulator's processes (SIGSTOP): every call waits inside it until
         ``resume``, as on a database holding a lock."""
@@ -276,6 +299,10 @@ class ExternalEmulator:
 
     def drop_database(self, url: str) -> None:
         drop_database(self.rest_base, url)
+
+    def restart_if_dead(self) -> bool:
+        """Not ours to restart."""
+        return False
 
     def stop(self) -> None:
         """Not ours to stop."""

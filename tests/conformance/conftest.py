@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .support import FACES, Env, Face, Names
+from .support import FACES, Env, Face, Names, default_dialect
 
 
 @pytest.fixture
@@ -25,6 +25,17 @@ def pg_database_url(supplied_pg_database_url: str) -> str:
 def face(request: pytest.FixtureRequest) -> Face:
     """The public API's blocking face, then its asyncio face."""
     return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def expected_dialect(request: pytest.FixtureRequest, database_url: str) -> str:
+    """The dialect a connect without ``dialect=`` must give on ``database_url``'s fresh
+    database: the URL's default, or on Cloud Spanner the dialect the database was made in
+    (the ``spanner_postgresql`` param makes a PostgreSQL-dialect one)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("database_url") == "spanner_postgresql":
+        return "postgresql"
+    return default_dialect(database_url)
 
 
 @pytest.fixture

@@ -50,6 +50,12 @@ def default_dialect(url: str) -> str:
     return "postgresql" if url.startswith("postgres") else "googlesql"
 
 
+def asked_dialect(url: str, dialect: str) -> str | None:
+    """The ``dialect=`` a test connects with to use ``dialect``: on Cloud Spanner None, since a
+    database's dialect is the one it was made with (asking for another is InvalidArgument)."""
+    return None if is_spanner(url) else dialect
+
+
 def is_postgres(url: str) -> bool:
     return url.startswith("postgres")
 

@@ -4,10 +4,11 @@
 Hypothesis draws adversarial arguments — huge and negative numbers, NaN and infinities, lone
 surrogates, NUL, deep nesting, long strings, wrong types, times at the calendar's ends, forged
 lease tokens — for send, receive_now, receive, renew_lease, release_lease, ack, dead_letter,
-execute_sql, execute_update, create_pipeline, update_pipeline and publish, on SQLite and
-PostgreSQL. Each test function reuses one database for all its examples; a pinned clock keeps
-leases from expiring between the before and after snapshots. The pure entry points
-(verify_signature, URL parsing, the CLI's duration options) are covered at the end.
+execute_sql, execute_update, create_pipeline, update_pipeline and publish, on every engine
+(SQLite, PostgreSQL, Cloud Spanner in both dialects). Each test function reuses one database
+for all its examples; a pinned clock keeps leases from expiring between the before and after
+snapshots. The pure entry points (verify_signature, URL parsing, the CLI's duration options)
+are covered at the end.
 
 Examples run are counted per test and printed (``-rP`` shows them); the ``adversarial``
 profile sets how many (``TXQUEUE_ADVERSARIAL_EXAMPLES``, default 40 per test and engine; the
@@ -33,7 +34,7 @@ import txqueue
 from txqueue.cli.main import main
 from txqueue.errors import TxqueueError
 
-from .support import Env, Face, Names, is_postgres
+from .support import Env, Face, Names, dialect_name, is_postgres, is_spanner
 
 settings.register_profile(
     "adversarial",
@@ -184,7 +185,11 @@ def state(env: Env) -> Any:
 
 
 def count(env: Env, name: str) -> None:
-    EXAMPLES[f"{name} [{'postgres' if is_postgres(env.url) else 'sqlite'}]"] += 1
+    if is_spanner(env.url):  # a GoogleSQL or a PostgreSQL-dialect database
+        engine = f"spanner {dialect_name(env.db.dialect)}"
+    else:
+        engine = "postgres" if is_postgres(env.url) else "sqlite"
+    EXAMPLES[f"{name} [{engine}]"] += 1
 
 
 def attempt(env: Env, name: str, call: Callable[[], Any]) -> None:

@@ -14,7 +14,7 @@ import txqueue
 from txqueue.errors import InvalidArgument, NotFound
 from txqueue.testing import FakeClock
 
-from .support import Face, default_dialect, is_spanner
+from .support import Face, dialect_name, is_spanner
 
 LEASE = timedelta(seconds=10)
 DDL = {
@@ -41,7 +41,7 @@ def clock() -> FakeClock:
 def db(face: Face, database_url: str, clock: FakeClock) -> Iterator[txqueue.Database]:
     db = face.connect(database_url, clock=clock)
     try:
-        db.update_ddl(DDL[default_dialect(database_url)])
+        db.update_ddl(DDL[dialect_name(db.dialect)])
         yield db
     finally:
         db.close()

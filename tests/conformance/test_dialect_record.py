@@ -19,7 +19,6 @@ from .support import (
     OTHER_DIALECT,
     POSTGRESQL_DDL,
     Face,
-    default_dialect,
     is_spanner,
 )
 
@@ -38,8 +37,8 @@ ANOTHER_TABLE = {
 FIXED = "differs from the Cloud Spanner database's recorded dialect"
 
 
-def test_a_connect_records_nothing(face: Face, database_url: str) -> None:
-    default = default_dialect(database_url)
+def test_a_connect_records_nothing(face: Face, database_url: str, expected_dialect: str) -> None:
+    default = expected_dialect
     other = OTHER_DIALECT[default]
     if is_spanner(database_url):
         with pytest.raises(InvalidArgument, match=f"{other}.*{FIXED} '{default}'"):
@@ -53,8 +52,10 @@ def test_a_connect_records_nothing(face: Face, database_url: str) -> None:
         assert db.dialect == default
 
 
-def test_the_first_successful_update_ddl_records_the_dialect(face: Face, database_url: str) -> None:
-    default = default_dialect(database_url)
+def test_the_first_successful_update_ddl_records_the_dialect(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
+    default = expected_dialect
     other = OTHER_DIALECT[default]
     if is_spanner(database_url):  # recorded when the database was made: DDL changes nothing
         with face.connect(database_url) as db:
@@ -73,9 +74,9 @@ def test_the_first_successful_update_ddl_records_the_dialect(face: Face, databas
 
 
 def test_a_type_of_the_other_dialect_names_both_and_records_nothing(
-    face: Face, database_url: str
+    face: Face, database_url: str, expected_dialect: str
 ) -> None:
-    default = default_dialect(database_url)
+    default = expected_dialect
     other = OTHER_DIALECT[default]
     with face.connect(database_url) as db, pytest.raises(InvalidArgument) as caught:
         db.update_ddl(DDL[other])
@@ -94,8 +95,15 @@ def test_a_type_of_the_other_dialect_names_both_and_records_nothing(
         assert db.dialect == other
 
 
-def test_the_quick_start_runs_with_googlesql_on_either_url(face: Face, database_url: str) -> None:
-    """The README's quick start names dialect="googlesql", so only the URL changes."""
+def test_the_quick_start_runs_with_googlesql_on_either_url(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
+    """The README's quick start names dialect="googlesql", so only the URL changes (but a
+    PostgreSQL-dialect Cloud Spanner database refuses GoogleSQL at connect)."""
+    if is_spanner(database_url) and expected_dialect == "postgresql":
+        with pytest.raises(InvalidArgument, match=f"googlesql.*{FIXED} 'postgresql'"):
+            face.connect(database_url, dialect="googlesql")
+        return
     for _ in range(2):  # a second connect adopts the record the first update_ddl wrote
         with face.connect(database_url, dialect="googlesql") as db:
             db.update_ddl(QUICK_START_DDL)
@@ -111,8 +119,10 @@ def test_the_quick_start_runs_with_googlesql_on_either_url(face: Face, database_
         assert db.dialect == "googlesql"
 
 
-def test_two_connections_racing_to_record_different_dialects(face: Face, database_url: str) -> None:
-    default = default_dialect(database_url)
+def test_two_connections_racing_to_record_different_dialects(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
+    default = expected_dialect
     other = OTHER_DIALECT[default]
     first = face.connect(database_url)
     if is_spanner(database_url):  # the other dialect never gets a connection

@@ -16,7 +16,7 @@ import pytest
 import txqueue
 from txqueue.testing import FakeClock
 
-from .support import Face, default_dialect
+from .support import Face, dialect_name
 
 LEASE = timedelta(seconds=10)
 DDL = {
@@ -36,7 +36,7 @@ def clock() -> FakeClock:
 def db(face: Face, database_url: str, clock: FakeClock) -> Iterator[txqueue.Database]:
     db = face.connect(database_url, clock=clock)
     try:
-        db.update_ddl([DDL[default_dialect(database_url)]])
+        db.update_ddl([DDL[dialect_name(db.dialect)]])
         yield db
     finally:
         db.close()

@@ -20,7 +20,6 @@ from .support import (
     Env,
     Face,
     Names,
-    default_dialect,
     dialect_name,
     is_spanner,
     receive_timed,
@@ -239,9 +238,11 @@ def test_ddl_of_the_other_dialect_is_refused(env: Env) -> None:
 # -- the dialect record ------------------------------------------------------------------
 
 
-def test_default_dialect_follows_the_engine(face: Face, database_url: str) -> None:
+def test_default_dialect_follows_the_engine(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
     with face.connect(database_url) as db:
-        assert db.dialect == default_dialect(database_url)
+        assert db.dialect == expected_dialect
         assert isinstance(db.dialect, txqueue.Dialect)
         assert isinstance(db.dialect, str)
 
@@ -261,8 +262,10 @@ def test_reconnecting_with_another_dialect_is_refused(face: Face, database_url: 
         assert db.dialect == recorded
 
 
-def test_reconnecting_adopts_a_recorded_non_default_dialect(face: Face, database_url: str) -> None:
-    default = default_dialect(database_url)
+def test_reconnecting_adopts_a_recorded_non_default_dialect(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
+    default = expected_dialect
     other = OTHER_DIALECT[default]
     if is_spanner(database_url):  # a Spanner database's dialect is fixed when it is made
         with pytest.raises(InvalidArgument, match="fixed when the database was created"):
@@ -278,16 +281,20 @@ def test_reconnecting_adopts_a_recorded_non_default_dialect(face: Face, database
         face.connect(database_url, dialect=default)
 
 
-def test_unknown_dialect_is_refused_and_records_nothing(face: Face, database_url: str) -> None:
+def test_unknown_dialect_is_refused_and_records_nothing(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
     with pytest.raises(InvalidArgument):
         face.connect(database_url, dialect="mysql")
 
     with face.connect(database_url) as db:
-        assert db.dialect == default_dialect(database_url)
+        assert db.dialect == expected_dialect
 
 
-def test_non_default_dialect_round_trip(face: Face, database_url: str) -> None:
-    other = OTHER_DIALECT[default_dialect(database_url)]
+def test_non_default_dialect_round_trip(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
+    other = OTHER_DIALECT[expected_dialect]
     if is_spanner(database_url):  # a Spanner database's dialect is fixed when it is made
         with pytest.raises(InvalidArgument, match="fixed when the database was created"):
             face.connect(database_url, dialect=other)
@@ -305,8 +312,10 @@ def test_non_default_dialect_round_trip(face: Face, database_url: str) -> None:
         assert env.receive(max_duration=seconds(1)) == []
 
 
-def test_connect_as_context_manager_and_explicit_close(face: Face, database_url: str) -> None:
+def test_connect_as_context_manager_and_explicit_close(
+    face: Face, database_url: str, expected_dialect: str
+) -> None:
     db = face.connect(database_url)
     db.close()
     with face.connect(database_url) as db:
-        assert db.dialect == default_dialect(database_url)
+        assert db.dialect == expected_dialect

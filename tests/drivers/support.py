@@ -34,6 +34,11 @@ DDL = (
     "CREATE TABLE Accounts (Id INT64 NOT NULL, Name STRING(MAX)) PRIMARY KEY (Id)",
     "CREATE QUEUE Jobs (Id STRING(36) NOT NULL, Payload BYTES(MAX) NOT NULL) PRIMARY KEY (Id)",
 )
+#: The same schema for a PostgreSQL-dialect Cloud Spanner database (its dialect is its own).
+DDL_POSTGRESQL = (
+    "CREATE TABLE accounts (id bigint NOT NULL, name varchar, PRIMARY KEY (id))",
+    "CREATE QUEUE jobs (id varchar(36) NOT NULL, payload bytea NOT NULL, PRIMARY KEY (id))",
+)
 LEASE = timedelta(seconds=30)
 
 
@@ -52,9 +57,13 @@ def utcnow() -> datetime:
 class Harness:
     """A driver (sync, or asyncio behind a Blocking view) with the suite's schema applied."""
 
-    def __init__(self, driver: Any, url: str, jobs: Table, accounts: Table) -> None:
+    def __init__(
+        self, driver: Any, url: str, jobs: Table, accounts: Table, dialect: Dialect
+    ) -> None:
         self.driver = driver
         self.url = url
+        #: the database's dialect: GoogleSQL, or PostgreSQL on a PostgreSQL-dialect Spanner
+        self.dialect = dialect
         #: what the engine's SQL looks like (its parameter marker), from the engine registry
         self.traits = traits_for(url)
         self.jobs = jobs
@@ -62,10 +71,18 @@ class Harness:
 
     @classmethod
     def create(cls, driver: Any, url: str) -> Harness:
-        dialect = driver.initialize(Dialect.GOOGLESQL)
-        driver.apply_ddl([parse_ddl(text, dialect) for text in DDL])
+        # a Spanner database's dialect is its own: GoogleSQL or PostgreSQL
+        dialect = driver.initialize(None if url.startswith("spanner:") else Dialect.GOOGLESQL)
+        schema = DDL_POSTGRESQL if dialect is Dialect.POSTGRESQL else DDL
+        driver.apply_ddl([parse_ddl(text, dialect) for text in schema])
         tables, _ = driver.load_catalog()
-        return cls(driver, url, tables["jobs"], tables["accounts"])
+        return cls(driver, url, tables["jobs"], tables["accounts"], dialect)
+
+    def parse_ddl(self, googlesql: str, postgresql: str) -> Any:
+        """A DDL statement in the database's dialect (given in both)."""
+        return parse_ddl(
+            postgresql if self.dialect is Dialect.POSTGRESQL else googlesql, self.dialect
+        )
 
     # ---- writing ----------------------------------------------------------------------------
 

@@ -105,10 +105,11 @@ def test_plain_text_written_before_histories_reads_as_one_failure(harness: Harne
     [message] = harness.receive_now(now=now)
     assert harness.release([message.lease_token], now=now, error="old") == 1
     marker = harness.traits.marker
+    last_error = f"{harness.traits.hidden_column_prefix}last_error"  # _txq_… or txqueue_…
     transaction = harness.driver.begin()
     try:  # what an older txqueue stored: the text alone
         transaction.execute_update(
-            f"UPDATE jobs SET _txq_last_error = {marker} WHERE id = {marker}",
+            f"UPDATE jobs SET {last_error} = {marker} WHERE id = {marker}",
             ["legacy text", "a"],
         )
         transaction.commit()

@@ -6,17 +6,18 @@ import pytest
 
 from txqueue.core.schema import Dialect
 from txqueue.errors import InvalidArgument
-from txqueue.sql.ddl import parse_ddl
 
 from .support import Harness, open_driver
 
 
 def test_initialize_keeps_the_recorded_dialect_and_refuses_another(harness: Harness) -> None:
     driver = harness.driver
-    assert driver.initialize(None) == Dialect.GOOGLESQL  # recorded by the DDL applied
-    assert driver.initialize(Dialect.GOOGLESQL) == Dialect.GOOGLESQL
+    dialect = harness.dialect  # recorded by the DDL applied (a Spanner database's own)
+    other = Dialect.GOOGLESQL if dialect is Dialect.POSTGRESQL else Dialect.POSTGRESQL
+    assert driver.initialize(None) == dialect
+    assert driver.initialize(dialect) == dialect
     with pytest.raises(InvalidArgument, match="recorded dialect"):
-        driver.initialize(Dialect.POSTGRESQL)
+        driver.initialize(other)
 
 
 def test_load_catalog_names_tables_and_queues_in_lower_case(harness: Harness) -> None:
@@ -26,17 +27,24 @@ def test_load_catalog_names_tables_and_queues_in_lower_case(harness: Harness) ->
     assert (jobs.is_queue, accounts.is_queue) == (True, False)
     assert [column.name.lower() for column in jobs.key_columns] == ["id"]
     assert jobs.payload_column.name.lower() == "payload"
-    assert accounts.primary_key == ("Id",)
+    assert accounts.primary_key == (("id",) if harness.dialect is Dialect.POSTGRESQL else ("Id",))
     assert indexes == {} or all(name == name.lower() for name in indexes)
 
 
 def test_apply_ddl_adds_to_the_catalog_and_the_index_is_usable(harness: Harness) -> None:
     driver = harness.driver
-    statements = [
-        "CREATE TABLE Notes (Id INT64 NOT NULL, Body STRING(MAX)) PRIMARY KEY (Id)",
-        "CREATE INDEX NotesByBody ON Notes (Body)",
-    ]
-    driver.apply_ddl([parse_ddl(text, Dialect.GOOGLESQL) for text in statements])
+    driver.apply_ddl(
+        [
+            harness.parse_ddl(
+                "CREATE TABLE Notes (Id INT64 NOT NULL, Body STRING(MAX)) PRIMARY KEY (Id)",
+                "CREATE TABLE notes (id bigint NOT NULL, body varchar, PRIMARY KEY (id))",
+            ),
+            harness.parse_ddl(
+                "CREATE INDEX NotesByBody ON Notes (Body)",
+                "CREATE INDEX notesbybody ON notes (body)",
+            ),
+        ]
+    )
 
     tables, indexes = driver.load_catalog()
     assert "notes" in tables and not tables["notes"].is_queue
@@ -48,11 +56,17 @@ def test_apply_ddl_of_a_statement_the_engine_refuses_applies_none(harness: Harne
     """All or none: the second statement names a table that is there already."""
     driver = harness.driver
     statements = [
-        "CREATE TABLE Notes (Id INT64 NOT NULL) PRIMARY KEY (Id)",
-        "CREATE TABLE Accounts (Id INT64 NOT NULL) PRIMARY KEY (Id)",
+        harness.parse_ddl(
+            "CREATE TABLE Notes (Id INT64 NOT NULL) PRIMARY KEY (Id)",
+            "CREATE TABLE notes (id bigint NOT NULL, PRIMARY KEY (id))",
+        ),
+        harness.parse_ddl(
+            "CREATE TABLE Accounts (Id INT64 NOT NULL) PRIMARY KEY (Id)",
+            "CREATE TABLE accounts (id bigint NOT NULL, PRIMARY KEY (id))",
+        ),
     ]
     with pytest.raises(Exception) as caught:
-        driver.apply_ddl([parse_ddl(text, Dialect.GOOGLESQL) for text in statements])
+        driver.apply_ddl(statements)
     assert type(caught.value).__module__ == "txqueue.errors"
     tables, _ = driver.load_catalog()
     assert "notes" not in tables
@@ -66,7 +80,7 @@ def test_close_twice_is_harmless(harness: Harness) -> None:
 def test_a_second_driver_sees_the_first_ones_catalog(harness: Harness, face: str) -> None:
     other = open_driver(face, harness.url)
     try:
-        assert other.initialize(None) == Dialect.GOOGLESQL
+        assert other.initialize(None) == harness.dialect
         tables, _ = other.load_catalog()
         assert tables["jobs"] == harness.jobs
     finally:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,3 +58,26 @@ def test_a_spanner_url_names_project_instance_and_database() -> None:
 def test_a_malformed_spanner_url_is_refused_naming_the_rule(url: str) -> None:
     with pytest.raises(InvalidArgument, match="Spanner URL"):
         parse_url(url)
+
+
+def test_a_crashed_emulator_is_started_anew_for_the_next_test(spanner_emulator: Any) -> None:
+    """The emulator crashes now and then (a segfault in its gRPC server, and the gateway
+    then exits): the database fixtures start another in its place (``restart_if_dead``), so
+    one crash costs one test, not every Spanner test after it in the session."""
+    from spannerserver import SpannerEmulator
+
+    emulator = SpannerEmulator.start()
+    try:
+        first_host = emulator.host
+        assert emulator.restart_if_dead() is False
+        gateway = emulator.process.pid
+        children = Path(f"/proc/{gateway}/task/{gateway}/children").read_text().split()
+        for child in children:  # emulator_main, as when it segfaults
+            os.kill(int(child), signal.SIGSEGV)
+        emulator.process.wait(30)
+        assert emulator.restart_if_dead() is True
+        assert emulator.process.poll() is None and emulator.host != first_host
+        url = emulator.create_database()  # the new one answers
+        emulator.drop_database(url)
+    finally:
+        emulator.stop()
