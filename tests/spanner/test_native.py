@@ -46,6 +46,10 @@ _STRING, _INT64, _BYTES, _TIMESTAMP, _BOOL = (
 )
 
 
+#: The pause check a native receive reads first, in its own transaction.
+PAUSED = "SELECT 1 FROM txqueue_paused WHERE queue = @queue"
+
+
 def _result(fields: list[tuple[str, Any]], rows: list[list[Any]]) -> result_set.ResultSet:
     return result_set.ResultSet(
         metadata={"row_type": {"fields": [{"name": n, "type_": {"code": c}} for n, c in fields]}},
@@ -166,10 +170,12 @@ def test_native_receive_and_renew_run_spanners_functions(
     ]
     row = ["7", "m1", "cGF5bG9hZA==", "2026-01-02T03:04:00Z", EXPIRES, "t1"]
     spanner_mock.servicer.mock_spanner.add_result(sql, _result(fields, [row]))
+    spanner_mock.servicer.mock_spanner.add_result(PAUSED, _result([("paused", _INT64)], []))
     [message] = database.read_write(native.receive, ReceiveParams(QUEUE, 5, timedelta(seconds=10)))
     assert (message.key, message.payload, message.lease_token) == ((7, "m1"), b"payload", "t1")
-    [read] = spanner_mock.requests("ExecuteSqlRequest")
-    assert read.sql == sql
+    paused, read = spanner_mock.requests("ExecuteSqlRequest")  # in one transaction
+    assert (paused.sql, read.sql) == (PAUSED, sql)
+    assert paused.transaction == read.transaction
     [commit] = spanner_mock.requests("CommitRequest")
     assert [m["insert"]["table"] for m in _json(commit.mutations)] == ["txqueue_commits"]
 
@@ -190,6 +196,17 @@ def test_native_receive_and_renew_run_spanners_functions(
     )
     assert (renewal.old_token, renewal.new_token) == ("t1", "t2")
     assert list(spanner_mock.requests("ExecuteSqlRequest")[-1].params["tokens"]) == ["t1", "bogus"]
+
+
+def test_a_paused_native_queue_leases_nothing(
+    spanner_mock: MockServer, database: SpannerDatabase
+) -> None:
+    """Spanner's RECEIVE_ knows no pause: txqueue reads the pause first and, paused, never
+    calls it."""
+    spanner_mock.servicer.mock_spanner.add_result(PAUSED, _result([("paused", _INT64)], [["1"]]))
+    received = database.read_write(native.receive, ReceiveParams(QUEUE, 5, timedelta(seconds=10)))
+    assert received == []
+    assert [r.sql for r in spanner_mock.requests("ExecuteSqlRequest")] == [PAUSED]
 
 
 def test_auto_uses_native_queues_where_the_database_accepts_create_queue(

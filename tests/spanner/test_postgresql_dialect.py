@@ -206,6 +206,8 @@ def test_native_postgresql_receive_renew_and_fenced_ack_run_spanners_functions(
     ]
     row = ["7", "m1", "cGF5bG9hZA==", "2026-01-02T03:04:00Z", EXPIRES, "t1"]
     spanner_mock.servicer.mock_spanner.add_result(sql, _result(fields, [row]))
+    paused = "SELECT 1 FROM txqueue_paused WHERE queue = $1"  # read first: RECEIVE knows no pause
+    spanner_mock.servicer.mock_spanner.add_result(paused, _result([("paused", _INT64)], []))
     params = ReceiveParams(PG_QUEUE, 5, timedelta(seconds=10))
     [message] = pg_mock_database.read_write(native.receive, params)
     assert (message.key, message.payload, message.lease_token) == ((7, "m1"), b"payload", "t1")

@@ -209,10 +209,15 @@ def renew_sql(table: Table, spelling: Spelling = GOOGLESQL) -> str:
 
 
 def receive(transaction: Any, params: ReceiveParams) -> list[Message]:
-    """Lease what ``RECEIVE_<Queue>`` hands out (the caller commits)."""
+    """Lease what ``RECEIVE_<Queue>`` hands out (the caller commits). A paused queue leases
+    nothing: Spanner's function knows no pause, so its row in ``txqueue_paused`` is read
+    first, in the same transaction (a pause committed meanwhile conflicts with it)."""
+    from txqueue.drivers.spanner.catalog import is_paused
     from txqueue.drivers.spanner.engine import query
 
     table = params.queue
+    if is_paused(transaction, table):
+        return []
     outcome.note_writes(transaction)  # the leases it takes: a marker resolves a lost commit
     spelling = spelling_of(transaction)
     _, rows = query(transaction, receive_sql(table, params.max_batch_size, spelling))
