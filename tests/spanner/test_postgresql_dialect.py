@@ -71,7 +71,10 @@ def test_rows_modified_counts_what_a_dml_statement_would_modify_first() -> None:
     """ASSERT_ROWS_MODIFIED on the PostgreSQL dialect (which has none): counted beforehand."""
     inserted = rows_modified("INSERT INTO t (a) VALUES ($1), ($2)")
     assert inserted is not None and inserted(None, None, None) == 2
-    assert rows_modified("INSERT INTO t (a) SELECT a FROM u") is None  # not counted here
+    selected = rows_modified("INSERT INTO t (a) SELECT a FROM u")  # its query's rows
+    assert selected is not None and selected.sql == (
+        "SELECT COUNT(*) FROM (SELECT a FROM u) AS txqueue_counted"
+    )
     assert rows_modified("SELECT 1") is None
 
 
