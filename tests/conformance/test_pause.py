@@ -107,3 +107,32 @@ def test_resuming_wakes_a_waiting_receiver(env: Env) -> None:
     assert time.monotonic() - resumed < 1.0
     receiver.join()
     assert [m.key for m, _ in receiver.received] == [(1, "a")]
+
+
+def test_a_resume_wakes_a_receiver_the_change_stream_does_not(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cloud Spanner: a resume from another handle deletes a row, which the queue's
+    insert-only change stream does not record, so the receiver's slow fallback look (made
+    slower here) must not be what notices it. Other engines wake on the resume itself."""
+    from txqueue._async import database as async_database
+    from txqueue._sync import database as sync_database
+    from txqueue.drivers.spanner import _async, _sync
+
+    for module in (async_database, sync_database):  # a waiting stream's own next look
+        monkeypatch.setattr(module, "FALLBACK_WAIT", 30.0)
+    for module in (_async, _sync):  # a watched Spanner receiver's fallback look
+        monkeypatch.setattr(module, "WATCHED_POLL", 30.0)
+    env.add_users(1)
+    env.db.pause_queue(env.tasks)
+    env.send(1, "a")
+    receiver = BackgroundReceiver(
+        env.url, env.tasks, face=env.face, max_duration=seconds(30), limit=1
+    ).start()
+    assert not receiver.arrived.wait(2.0)  # settled into its wait, the stream being read
+    resumed = time.monotonic()
+    env.db.resume_queue(env.tasks)
+    assert receiver.arrived.wait(10)
+    assert time.monotonic() - resumed < 5.0  # far below the 30 s fallback: the resume woke it
+    receiver.join()
+    assert [m.key for m, _ in receiver.received] == [(1, "a")]

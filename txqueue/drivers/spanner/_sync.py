@@ -145,6 +145,18 @@ class SpannerReceiver:
         )
         return seconds
 
+    def _due_or_paused(self) -> tuple[float | None, bool]:
+        """``seconds_until_ready`` and whether the queue is paused, read together."""
+        if self._driver.native_queues:
+            return 0.0, False  # Spanner's queue keeps its ready times: ask RECEIVE_ again
+        found: tuple[float | None, bool] = self._driver.read(
+            leasing.next_ready_or_paused,
+            self._queue,
+            self._driver.deliver_column,
+            self._driver.clock(),
+        )
+        return found
+
     def wait(self, timeout: float) -> None:
         """Until this process commits a send to the queue, the change stream records one,
         or (looked at every ``POLL``, or ``WATCHED_POLL`` while the stream is read) a message
@@ -159,13 +171,10 @@ class SpannerReceiver:
             if now >= deadline:
                 return
             if now >= look:
-                due = self.seconds_until_ready(self._queue)
+                due, paused = self._due_or_paused()
                 if due is not None and due <= 0:
                     return
-                watched = watcher.live
-                if watched and due is None:  # nothing to wait for: empty, or paused
-                    watched = not self._driver.is_paused(self._queue)
-                look = monotonic() + (WATCHED_POLL if watched else POLL)
+                look = monotonic() + (WATCHED_POLL if watcher.live and not paused else POLL)
             sleep(max(min(deadline - now, look - now, LOCAL_POLL), 0.0))
 
     def close(self) -> None:

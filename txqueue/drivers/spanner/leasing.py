@@ -194,6 +194,17 @@ def release(transaction: Any, params: ReleaseParams, deliver: str) -> int:
     return len(updates)
 
 
+def next_ready_or_paused(
+    snapshot: Any, queue: Table, deliver: str, now: datetime | None
+) -> tuple[float | None, bool]:
+    """``next_ready`` and whether the queue is paused, read at one timestamp: a waiting
+    receiver that saw the queue paused must keep looking (a resume deletes a row, which the
+    insert-only change stream does not record), and two reads could straddle the resume."""
+    from txqueue.drivers.spanner.catalog import is_paused
+
+    return next_ready(snapshot, queue, deliver, now), is_paused(snapshot, queue)
+
+
 def next_ready(snapshot: Any, queue: Table, deliver: str, now: datetime | None) -> float | None:
     """Seconds until the earliest message becomes ready (≤ 0: ready now); None when empty."""
     _, rows = query(
