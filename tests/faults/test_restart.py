@@ -173,6 +173,8 @@ def test_crash_restarts_under_load_lose_nothing(
         goal = load.committed_sends() + OPERATIONS_BETWEEN_RESTARTS
         wait_for(lambda: load.committed_sends() >= goal, 60, "progress after the last restart")
         load.draining.set()
+        for thread in threads[:2]:  # a producer's last send may still be committing
+            thread.join(CALL_BOUND + 15)
         with txqueue.connect(url) as db:
             wait_for(
                 lambda: _assert_no_call_hangs(load) or _pending(db) == 0, 60, "the queue to drain"
