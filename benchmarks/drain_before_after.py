@@ -6,14 +6,15 @@
 A whole harness run (``run.py --workloads w2``) drains 10,000 messages in under a second, and on
 this 2-core VM one run differs from the next by ±15 %: eight alternating rounds of two
 versions can read 0.8 or 1.1 for code that executes the same instructions (see
-``drain_cost.py``). Here each version lives in one long-lived process, with its own queue
+``drain_cost.py``). Here each version lives in a long-lived process, with its own queue
 (its own SQLite file or PostgreSQL database), and the two take turns: each turn loads
 ``--chunk`` messages into both queues (not timed), then each side drains its chunk through the
 harness's own adapter code (``txqueue:batch=100``: ``consume_loop``, which receives batches of
 100 and acks each in one transaction; ``txqueue_worker``: ``consume``, which starts an ``App``
 and a ``Worker`` and stops it, as the harness does for every drain). Which side goes first
 alternates every turn. A slow spell of the machine then falls on both sides of a turn alike,
-and the median of the per-turn ratios says what one version costs against the other.
+and the median of the per-turn ratios says what one version costs against the other. Both
+processes are replaced every ``--turns-per-process`` turns.
 
 ``--harness`` is a prepared copy of ``../shared/bench`` with this directory's ``peers``
 adapters in it (``benchmarks/peers/README.md``); ``--before`` and ``--after`` are source trees
@@ -86,39 +87,44 @@ def _drain(adapter: Any, target: int) -> tuple[float, int]:
     return finished[0] - started, handled
 
 
+def _start(args: argparse.Namespace, side: str, tree: str) -> subprocess.Popen[str]:
+    """Start one side's process (with its own new queue) and wait until it is ready."""
+    environment = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    command = [sys.executable, os.path.abspath(__file__), "--side", side]
+    command += ["--harness", args.harness, "--engine", args.engine, "--system", args.system]
+    command += ["--pg-dsn", args.pg_dsn]
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
+    )
+    if process.stdout is None or process.stdout.readline().strip() != "ready":
+        raise SystemExit(f"the {side} side did not start")
+    return process
+
+
+def _ask(process: subprocess.Popen[str], line: str) -> str:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+    return process.stdout.readline().strip()
+
+
 def _turns(args: argparse.Namespace) -> dict[str, list[float]]:
-    """Run the turns; returns each side's seconds per turn."""
+    """Run the turns; returns each side's seconds per turn. Both processes are replaced every
+    ``--turns-per-process`` turns: a process keeps its hash seed and memory layout for life,
+    which moves its speed by a point or so, and new pairs average that out."""
     trees = {"before": args.before, "after": args.after}
-    processes = {}
-    for side in SIDES:
-        environment = dict(os.environ, PYTHONPATH=os.path.abspath(trees[side]))
-        command = [sys.executable, os.path.abspath(__file__), "--side", side]
-        command += ["--harness", args.harness, "--engine", args.engine, "--system", args.system]
-        command += ["--pg-dsn", args.pg_dsn]
-        process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
-        )
-        if process.stdout is None or process.stdout.readline().strip() != "ready":
-            raise SystemExit(f"the {side} side did not start")
-        processes[side] = process
-
-    def ask(side: str, line: str) -> str:
-        process = processes[side]
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(line + "\n")
-        process.stdin.flush()
-        return process.stdout.readline().strip()
-
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
-    for turn in range(args.turns):
-        for side in SIDES:
-            ask(side, f"load {args.chunk}")
-        for side in SIDES if turn % 2 == 0 else reversed(SIDES):
-            seconds[side].append(float(ask(side, "drain")))
-    for process in processes.values():
-        assert process.stdin is not None
-        process.stdin.close()
-        process.wait()
+    for first in range(0, args.turns, args.turns_per_process):
+        processes = {side: _start(args, side, trees[side]) for side in SIDES}
+        for turn in range(first, min(args.turns, first + args.turns_per_process)):
+            for side in SIDES:
+                _ask(processes[side], f"load {args.chunk}")
+            for side in SIDES if turn % 2 == 0 else reversed(SIDES):
+                seconds[side].append(float(_ask(processes[side], "drain")))
+        for process in processes.values():
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait()
     return seconds
 
 
@@ -131,6 +137,7 @@ def main() -> None:
     parser.add_argument("--system", choices=tuple(SYSTEMS), default="batched")
     parser.add_argument("--chunk", type=int, default=2000, help="messages per side per turn")
     parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--turns-per-process", type=int, default=25)
     parser.add_argument("--pg-dsn", default="host=127.0.0.1 port=55432 user=bench")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     args = parser.parse_args()
