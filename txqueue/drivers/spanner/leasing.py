@@ -30,6 +30,7 @@ from txqueue.core.failures import record_failure
 from txqueue.core.leases import new_stored_token, redelivery_backoff, token_expiration_micros
 from txqueue.core.schema import Table
 from txqueue.drivers.base import ReceiveParams, ReleaseParams, RenewParams
+from txqueue.drivers.spanner.catalog import is_paused
 from txqueue.drivers.spanner.codec import encode_key, map_errors, utc
 from txqueue.drivers.spanner.engine import current_time, query
 from txqueue.drivers.spanner.spelling import spelling_of
@@ -200,8 +201,6 @@ def next_ready_or_paused(
     """``next_ready`` and whether the queue is paused, read at one timestamp: a waiting
     receiver that saw the queue paused must keep looking (a resume deletes a row, which the
     insert-only change stream does not record), and two reads could straddle the resume."""
-    from txqueue.drivers.spanner.catalog import is_paused
-
     return next_ready(snapshot, queue, deliver, now), is_paused(snapshot, queue)
 
 
