@@ -224,30 +224,22 @@ def test_long_column_names_keep_distinct_constraints(face: Face, database_url: s
     of at most 63 bytes, so each constraint's name is shortened with a digest of the whole."""
     first, second = "A" * 62 + "1", "A" * 62 + "2"
     with face.connect(database_url, dialect=asked_dialect(database_url, "googlesql")) as db:
-        if not _googlesql(db):  # a PostgreSQL-dialect Spanner database: no BYTES(n)
+        if _googlesql(db):
+            table, key, bytes_of = "Wide", "Id", lambda text: f"b'{text}'"
+            ddl = f"CREATE TABLE Wide (Id INT64 NOT NULL, {first} STRING(1), {second} BYTES(2))"
+            ddl += " PRIMARY KEY (Id)"
+            second_type = r"BYTES\(2\)"
+        else:  # a PostgreSQL-dialect Spanner database: no BYTES(n), names folded
             first, second = first.lower(), second.lower()
-            db.update_ddl(
-                [
-                    f"CREATE TABLE wide (id bigint NOT NULL, {first} varchar(1),"
-                    f" {second} varchar(2), PRIMARY KEY (id))"
-                ]
-            )
-            _update(db, f"INSERT INTO wide (id, {first}, {second}) VALUES (1, 'é', 'ab')")
-            with pytest.raises(InvalidArgument, match=r"STRING\(1\)"):
-                _update(db, f"INSERT INTO wide (id, {first}) VALUES (2, 'ab')")
-            with pytest.raises(InvalidArgument, match=r"STRING\(2\)"):
-                _update(db, f"INSERT INTO wide (id, {second}) VALUES (3, 'abc')")
-            assert _count(db, "wide") == 1
-            return
-        db.update_ddl(
-            [
-                f"CREATE TABLE Wide (Id INT64 NOT NULL, {first} STRING(1), {second} BYTES(2))"
-                " PRIMARY KEY (Id)"
-            ]
-        )
-        _update(db, f"INSERT INTO Wide (Id, {first}, {second}) VALUES (1, 'é', b'ab')")
+            table, key, bytes_of = "wide", "id", lambda text: f"'{text}'"
+            ddl = f"CREATE TABLE wide (id bigint NOT NULL, {first} varchar(1),"
+            ddl += f" {second} varchar(2), PRIMARY KEY (id))"
+            second_type = r"STRING\(2\)"
+        db.update_ddl([ddl])
+        insert = f"INSERT INTO {table} ({key}, "
+        _update(db, f"{insert}{first}, {second}) VALUES (1, 'é', {bytes_of('ab')})")
         with pytest.raises(InvalidArgument, match=r"STRING\(1\)"):
-            _update(db, f"INSERT INTO Wide (Id, {first}) VALUES (2, 'ab')")
-        with pytest.raises(InvalidArgument, match=r"BYTES\(2\)"):
-            _update(db, f"INSERT INTO Wide (Id, {second}) VALUES (3, b'abc')")
-        assert _count(db, "Wide") == 1
+            _update(db, f"{insert}{first}) VALUES (2, 'ab')")
+        with pytest.raises(InvalidArgument, match=second_type):
+            _update(db, f"{insert}{second}) VALUES (3, {bytes_of('abc')})")
+        assert _count(db, table) == 1
