@@ -35,6 +35,9 @@ class Receiver(ThreadingHTTPServer):
         self._scripts: dict[str, list[tuple[int, dict[str, str]]]] = {}
         self.hold = threading.Event()  # set: requests to /hold block until released
         self.release = threading.Event()
+        self.gate_width = 0  # requests to /gate wait until this many are in it at once
+        self.gate_opened = threading.Event()
+        self._in_gate = 0
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}{path}"
@@ -73,6 +76,19 @@ class Receiver(ThreadingHTTPServer):
                     )
                 self.changed.wait(left)
 
+    def pass_gate(self) -> None:
+        """Wait until `gate_width` requests are in the gate at once (30 s at most); the gate
+        then stays open. More requests at once than one client sends shows several clients."""
+        with self.changed:
+            self._in_gate += 1
+            if self._in_gate >= self.gate_width:
+                self.gate_opened.set()
+        try:
+            self.gate_opened.wait(30)
+        finally:
+            with self.changed:
+                self._in_gate -= 1
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a dispatcher that was killed mid-request is expected
 
@@ -90,6 +106,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.record(Request(self.path, time.monotonic(), headers, body))
         if self.path == "/hold" and self.server.hold.is_set():
             self.server.release.wait(30)
+        if self.path == "/gate":
+            self.server.pass_gate()
         status, extra = self.server.next_reply(self.path)
         self.send_response(status)
         for name, value in extra.items():
@@ -108,6 +126,7 @@ def running_receiver() -> Iterator[Receiver]:
         yield server
     finally:
         server.release.set()
+        server.gate_opened.set()
         server.shutdown()
         server.server_close()
         thread.join(5)

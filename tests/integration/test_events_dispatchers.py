@@ -39,15 +39,21 @@ def test_four_dispatchers_deliver_every_event_exactly_once(
         for number in range(first, first + 50):
             events.publish("orders", {"type": "t", "source": "//s", "id": f"e{number}"}, txn=txn)
 
+    # The first requests wait until five are in flight at once: more than one dispatcher's
+    # concurrency of 4, so the gate opens only when a second dispatcher delivers too (the
+    # first leases one batch of 64 while its requests wait, and leaves the rest ready).
+    events.update_pipeline("notify", destination=receiver.url("/gate"), allow_private=True)
+    receiver.gate_width = 5
     with ExitStack() as stack:
         dispatchers = [
             stack.enter_context(txqueue.Dispatcher(database_url, concurrency=4)) for _ in range(4)
         ]
         for first in range(0, EVENTS, 50):
             events.database.run_in_transaction(publish_all, first)
-        requests = receiver.wait_for("/hook", EVENTS, timeout=60)
+        requests = receiver.wait_for("/gate", EVENTS, timeout=60)
         wait_until(lambda: sum(d.stats.delivered for d in dispatchers) == EVENTS)
-    counts = Counter(r.headers["ce-id"] for r in receiver.received("/hook"))
+    assert receiver.gate_opened.is_set()
+    counts = Counter(r.headers["ce-id"] for r in receiver.received("/gate"))
     assert len(requests) == EVENTS and set(counts.values()) == {1}
     assert sum(1 for d in dispatchers if d.stats.delivered) >= 2  # the work was shared
     delivered = [r for r in events.attempts(limit=10 * EVENTS) if r.state == "delivered"]
