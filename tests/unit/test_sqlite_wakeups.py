@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -381,3 +383,24 @@ def test_the_runtime_directory_is_preferred_when_it_is_the_users_own(
         assert os.path.dirname(chosen) == tempfile.gettempdir()
     finally:
         os.rmdir(runtime)
+
+
+def test_the_processs_sender_socket_is_closed_at_exit(directory: str) -> None:
+    """The one sending socket a process keeps is closed at exit, not left to its finalizer
+    (which warns: ``ResourceWarning: unclosed <socket.socket …>``)."""
+    program = (
+        "import sys\n"
+        "from txqueue.drivers.sqlite import wakeup\n"
+        "receiver = wakeup.WakeupSocket(sys.argv[1])\n"
+        "wakeup.notify(sys.argv[1], ['Jobs'])\n"
+        "assert receiver.drain('Jobs')\n"
+        "receiver.close()\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-W", "default", "-c", program, directory],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert "ResourceWarning" not in finished.stderr, finished.stderr

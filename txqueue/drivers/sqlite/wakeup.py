@@ -20,6 +20,7 @@ fallback tick, which also sees txqueue's own commits.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import hashlib
@@ -210,6 +211,7 @@ def notify(directory: str, queues: Iterable[str]) -> None:
     if _sender is None:  # one per process: creating one per commit cost ~3 µs
         _sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         _sender.setblocking(False)
+        atexit.register(_sender.close)  # not left to the finalizer (a ResourceWarning)
     payload = "\n".join(queues).encode()
     for name in names:
         path = os.path.join(directory, name)
