@@ -12,7 +12,7 @@ import pytest
 
 from txqueue.errors import InvalidArgument
 
-from .support import Env
+from .support import Env, seconds, sleep_until
 
 SECRET = "whsec_dGhlLXNpZ25pbmctc2VjcmV0LTdmM2E="
 
@@ -90,3 +90,17 @@ def test_spanner_functions_still_run(env: Env) -> None:
     with env.db.snapshot() as snapshot:
         rows = [tuple(row) for row in snapshot.execute_sql(sql)]
     assert rows == [(2, 5, "ada", "X", 3, 2, "bcd", "ab", True, "aba", "t")]
+
+
+def test_the_current_timestamp_of_each_run_is_its_own(env: Env) -> None:
+    """The same statement run twice reads the clock twice: a reused plan does not keep the
+    first run's instant (SQLite binds the time as a parameter)."""
+    sql = (
+        "SELECT CURRENT_TIMESTAMP()"
+        if env.db.dialect.value == "googlesql"
+        else "SELECT CURRENT_TIMESTAMP"
+    )
+    [(first,)] = env.query(sql)
+    sleep_until(first + seconds(0.01))
+    [(second,)] = env.query(sql)
+    assert second >= first + seconds(0.01)

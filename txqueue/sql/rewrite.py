@@ -128,6 +128,12 @@ class Rewriter:
             self._now = self.pinned or _dt.datetime.now(_dt.timezone.utc)
         return typed(self.binder.bind(self._now, TIMESTAMP), TIMESTAMP)
 
+    @property
+    def read_clock(self) -> bool:
+        """Whether the statement bound the clock's time (no pinned time): its SQL holds this
+        run's instant, so it must not be reused for another run."""
+        return self._now is not None and self.pinned is None
+
     def constant(self, value: Any, column: Column) -> exp.Expression:
         return typed(self.binder.bind(value, column), column)
 

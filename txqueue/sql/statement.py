@@ -236,17 +236,24 @@ class Statement:
         A statement that `reads_information_schema` needs the whole ``catalog``."""
         traits_named(engine)  # InvalidArgument for an engine txqueue does not know
         if params or param_types or catalog is not None or self.function is not None:
-            return _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
+            plan, _ = _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
+            return plan
         # Without parameters the plan depends only on the engine, the time and the tables it
         # reads: reuse it (copying a tree and generating SQL costs ~1 ms; the event layer reads
-        # its configuration so at every publish).
+        # its configuration so at every publish). Not a plan that bound the clock's time
+        # (CURRENT_TIMESTAMP on SQLite, with no pinned time): the next run needs its own.
         key = (engine, now, tuple(tables.get(name.lower()) for name in self.tables))
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
-            if len(self._plans) >= _PLANS_KEPT:
-                self._plans.clear()
-            self._plans[key] = plan
+        kept = self._plans.get(key)
+        if kept is not None:
+            plan = kept
+        else:
+            plan, reusable = _guard(
+                lambda: self._plan(tables, engine, params, param_types, now, catalog)
+            )
+            if reusable:
+                if len(self._plans) >= _PLANS_KEPT:
+                    self._plans.clear()
+                self._plans[key] = plan
         if isinstance(plan, (QueryPlan, DmlPlan)):
             return replace(plan, params=_copied(plan.params))
         return plan
@@ -259,7 +266,8 @@ class Statement:
         param_types: Any,
         now: datetime | None,
         catalog: Catalog | None = None,
-    ) -> Plan:
+    ) -> tuple[Plan, bool]:
+        """The plan, and whether another run may reuse it (it bound no reading of the clock)."""
         binder = Binder(engine, self.dialect, params, param_types)
         traits = traits_named(engine)
         if self.function is not None:
@@ -268,9 +276,10 @@ class Statement:
                 raise NotFound(
                     f"no queue named {self.function.queue!r} ({self.function.call.name}())"
                 )
-            return plan_table_function(
+            function_plan = plan_table_function(
                 self.function, queue, self.dialect, binder, lambda n: self._where(n)
             )
+            return function_plan, False
         tree = self.tree.copy()
         views = self._views(tree) if self.reads_information_schema else {}
         rewriter = Rewriter(engine, self.dialect, binder, now, self.source)
@@ -285,7 +294,7 @@ class Statement:
                 tree = _with_views(tree, views, catalog or (dict(tables), {}), self.dialect)
             check_functions(tree, rewriter.where, _READ[self.dialect])
             sql, values = _bound(_generate(tree, traits), binder.values, traits)
-            return QueryPlan(sql, values, outputs, engine)
+            return QueryPlan(sql, values, outputs, engine), not rewriter.read_clock
         if views:
             raise InvalidArgument("INFORMATION_SCHEMA is read by queries only")
         if isinstance(tree, exp.Insert):
@@ -299,7 +308,7 @@ class Statement:
         check_functions(tree, rewriter.where, _READ[self.dialect])
         expected = self._expected_rows(binder)
         sql, values = _bound(_generate(tree, traits), binder.values, traits)
-        return DmlPlan(sql, values, expected, sends_to)
+        return DmlPlan(sql, values, expected, sends_to), not rewriter.read_clock
 
     def _views(self, tree: exp.Expression) -> dict[str, str]:
         """Name each INFORMATION_SCHEMA view the statement reads as a CTE of its own (keys:
