@@ -78,8 +78,40 @@ class Binder:
         self.values: dict[str, Any] = {}
         self.types: dict[str, Column | None] = {}
         self.prefix = f"txq{secrets.token_hex(4)}_"
+        #: where each placeholder's value came from, in order: the caller's parameter (its
+        #: reference, and where it stands for errors) or None for a constant (`replay`)
+        self.sources: list[tuple[str, str] | None] = []
         self._params = _normalise(params, dialect)
         self._types = _normalise_types(param_types, dialect)
+
+    def signature(self) -> tuple[tuple[str, Column | None, Column | str | None], ...]:
+        """What a statement's plan can depend on in these parameters: each one's declared
+        type, and the type its value stands for (else the value's Python type). Two calls
+        with the same signature get the same SQL; only the values differ."""
+        missing = object()
+        return tuple(
+            (key, self._types.get(key), _kind(self._params.get(key, missing)))
+            for key in sorted(self._params.keys() | self._types.keys())
+        )
+
+    def replay(
+        self,
+        prefix: str,
+        sources: Sequence[tuple[str, str] | None],
+        constants: Mapping[str, Any],
+        types: Mapping[str, Column | None],
+    ) -> None:
+        """Bind what a kept plan bound, under its names: the caller's parameters from this
+        binder's values (checked as on a first run), the translator's constants as they were."""
+        self.prefix = prefix
+        for index, source in enumerate(sources):
+            if source is not None:
+                self.user(*source)
+                continue
+            name = f"{prefix}{index}"
+            self.values[name] = constants[name]
+            self.types[name] = types[name]
+            self.sources.append(None)
 
     # ---- the caller's parameters -----------------------------------------------------------
 
@@ -103,13 +135,16 @@ class Binder:
         declared = self._types.get(_key(reference))
         if declared is not None:
             value = check_value(declared, value, f"parameter {reference}")
-            return self.bind(value, declared)
-        inferred = value_type(value)
-        if inferred is not None:  # its type's rules still hold: INT64's range, UTF-8 text
-            value = check_value(inferred, value, f"parameter {reference}")
-        elif isinstance(value, (list, tuple)):
-            _check_array(value, f"parameter {reference}")
-        return self.bind(value, inferred)
+            placeholder = self.bind(value, declared)
+        else:
+            inferred = value_type(value)
+            if inferred is not None:  # its type's rules still hold: INT64's range, UTF-8 text
+                value = check_value(inferred, value, f"parameter {reference}")
+            elif isinstance(value, (list, tuple)):
+                _check_array(value, f"parameter {reference}")
+            placeholder = self.bind(value, inferred)
+        self.sources[-1] = (reference, where)
+        return placeholder
 
     # ---- binding -------------------------------------------------------------------------------
 
@@ -118,6 +153,7 @@ class Binder:
         name = f"{self.prefix}{len(self.values)}"
         self.values[name] = self._encode(value, column)
         self.types[name] = column
+        self.sources.append(None)
         return exp.Placeholder(this=name)
 
     def _encode(self, value: Any, column: Column | None) -> Any:
@@ -131,6 +167,11 @@ class Binder:
             value = bytes(value)
         is_json = column is not None and column.type is ColumnType.JSON and not column.array
         return self._encode_value(value, is_json)
+
+
+def _kind(value: Any) -> Column | str | None:
+    """The type ``value`` stands for, else its Python type's name (None and arrays too)."""
+    return value_type(value) or type(value).__name__
 
 
 def _check_array(items: Sequence[Any], field: str) -> None:

@@ -21,7 +21,7 @@ from sqlglot import ErrorLevel, exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, UnsupportedError
 
-from txqueue.core.schema import Catalog, Dialect, Table
+from txqueue.core.schema import Catalog, Column, Dialect, Table
 from txqueue.drivers.base import TranslatedSql
 from txqueue.drivers.engines import traits_named
 from txqueue.drivers.traits import EngineTraits
@@ -69,8 +69,21 @@ class DmlPlan:
 
 
 Plan = QueryPlan | DmlPlan | ReceivePlan | RenewPlan
-#: How many plans of one statement without parameters are kept (engines × schema versions).
+#: How many plans of one statement are kept (engines × schema versions × parameter types).
 _PLANS_KEPT = 8
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A plan kept for reuse: its SQL with named placeholders, and how each placeholder got
+    its value (`Binder.replay` binds a later call's parameters the same way)."""
+
+    plan: QueryPlan | DmlPlan
+    sql: TranslatedSql
+    prefix: str
+    sources: tuple[tuple[str, str] | None, ...]
+    constants: dict[str, Any]
+    types: dict[str, Column | None]
 
 
 def _guard(function: Callable[[], T]) -> T:
@@ -129,8 +142,8 @@ class Statement:
         if not internal:  # txqueue's own statements name its reserved tables
             self._check_names()
         self.tables = self._tables()
-        #: Plans of the statement without parameters, by engine, time and tables read.
-        self._plans: dict[tuple[Any, ...], Plan] = {}
+        #: Plans kept for reuse, by engine, time, tables read and the parameters' types.
+        self._plans: dict[tuple[Any, ...], _Kept] = {}
         #: Whether the statement reads INFORMATION_SCHEMA (its plan needs the whole catalog).
         self.reads_information_schema = any(
             is_view(table) for table in self.tree.find_all(exp.Table)
@@ -235,40 +248,53 @@ class Statement:
         """What to run on ``engine``; ``tables`` maps lower-cased names to their schema.
         A statement that `reads_information_schema` needs the whole ``catalog``."""
         traits_named(engine)  # InvalidArgument for an engine txqueue does not know
-        if params or param_types or catalog is not None or self.function is not None:
-            plan, _ = _guard(lambda: self._plan(tables, engine, params, param_types, now, catalog))
+        binder = _guard(lambda: Binder(engine, self.dialect, params, param_types))
+        if catalog is not None or self.function is not None:
+            plan, _ = _guard(lambda: self._plan(tables, engine, binder, now, catalog))
             return plan
-        # Without parameters the plan depends only on the engine, the time and the tables it
-        # reads: reuse it (copying a tree and generating SQL costs ~1 ms; the event layer reads
-        # its configuration so at every publish). Not a plan that bound the clock's time
-        # (CURRENT_TIMESTAMP on SQLite, with no pinned time): the next run needs its own.
-        key = (engine, now, tuple(tables.get(name.lower()) for name in self.tables))
+        # The SQL depends only on the engine, the time, the tables read and the parameters'
+        # types: reuse it, binding this call's values (copying a tree and generating SQL costs
+        # ~1 ms; the event layer reads its configuration so at every publish). Not a plan that
+        # bound the clock's time (CURRENT_TIMESTAMP on SQLite, with no pinned time).
+        key = (
+            engine,
+            now,
+            tuple(tables.get(name.lower()) for name in self.tables),
+            binder.signature(),
+        )
         kept = self._plans.get(key)
         if kept is not None:
-            plan = kept
-        else:
-            plan, reusable = _guard(
-                lambda: self._plan(tables, engine, params, param_types, now, catalog)
-            )
-            if reusable:
-                if len(self._plans) >= _PLANS_KEPT:
-                    self._plans.clear()
-                self._plans[key] = plan
-        if isinstance(plan, (QueryPlan, DmlPlan)):
-            return replace(plan, params=_copied(plan.params))
+            return _guard(lambda: self._rebind(kept, binder, engine))
+        plan, made = _guard(lambda: self._plan(tables, engine, binder, now, catalog))
+        if made is not None:
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            self._plans[key] = made
         return plan
+
+    def _rebind(self, kept: _Kept, binder: Binder, engine: str) -> Plan:
+        """``kept``'s plan with ``binder``'s parameters (checked as on a first run)."""
+        sql: str
+        if any(kept.sources):
+            binder.replay(kept.prefix, kept.sources, kept.constants, kept.types)
+            sql, values = _bound(kept.sql, binder.values, traits_named(engine))
+        else:  # constants only: the values are the kept ones
+            sql, values = kept.plan.sql, _copied(kept.plan.params)
+        if isinstance(kept.plan, DmlPlan):  # ASSERT_ROWS_MODIFIED @n: this call's n
+            expected = self._expected_rows(binder)
+            return replace(kept.plan, sql=sql, params=values, expected_rows=expected)
+        return replace(kept.plan, sql=sql, params=values)
 
     def _plan(
         self,
         tables: Mapping[str, Table],
         engine: str,
-        params: Any,
-        param_types: Any,
+        binder: Binder,
         now: datetime | None,
         catalog: Catalog | None = None,
-    ) -> tuple[Plan, bool]:
-        """The plan, and whether another run may reuse it (it bound no reading of the clock)."""
-        binder = Binder(engine, self.dialect, params, param_types)
+    ) -> tuple[Plan, _Kept | None]:
+        """The plan, and what to keep of it for reuse (None: not reusable, as it bound this
+        run's reading of the clock or is a table function's call)."""
         traits = traits_named(engine)
         if self.function is not None:
             queue = tables.get(self.function.queue.lower())
@@ -279,11 +305,12 @@ class Statement:
             function_plan = plan_table_function(
                 self.function, queue, self.dialect, binder, lambda n: self._where(n)
             )
-            return function_plan, False
+            return function_plan, None
         tree = self.tree.copy()
         views = self._views(tree) if self.reads_information_schema else {}
         rewriter = Rewriter(engine, self.dialect, binder, now, self.source)
         compiler = Compiler(tables, self.dialect, rewriter)
+        plan: QueryPlan | DmlPlan
         if self.kind == "query":
             sources: dict[str, list[Output] | None] = {
                 key: [Output(c.name, c) for c in information_schema.columns(name, self.dialect)]
@@ -293,22 +320,36 @@ class Statement:
             if views:
                 tree = _with_views(tree, views, catalog or (dict(tables), {}), self.dialect)
             check_functions(tree, rewriter.where, _READ[self.dialect])
-            sql, values = _bound(_generate(tree, traits), binder.values, traits)
-            return QueryPlan(sql, values, outputs, engine), not rewriter.read_clock
-        if views:
-            raise InvalidArgument("INFORMATION_SCHEMA is read by queries only")
-        if isinstance(tree, exp.Insert):
-            table = compiler.insert(tree)
-        elif isinstance(tree, exp.Update):
-            table = compiler.update(tree)
+            named = _generate(tree, traits)
+            sql, values = _bound(named, binder.values, traits)
+            plan = QueryPlan(sql, values, outputs, engine)
         else:
-            assert isinstance(tree, exp.Delete)
-            table = compiler.delete(tree)
-        sends_to = (table.name,) if isinstance(tree, exp.Insert) and table.is_queue else ()
-        check_functions(tree, rewriter.where, _READ[self.dialect])
-        expected = self._expected_rows(binder)
-        sql, values = _bound(_generate(tree, traits), binder.values, traits)
-        return DmlPlan(sql, values, expected, sends_to), not rewriter.read_clock
+            if views:
+                raise InvalidArgument("INFORMATION_SCHEMA is read by queries only")
+            if isinstance(tree, exp.Insert):
+                table = compiler.insert(tree)
+            elif isinstance(tree, exp.Update):
+                table = compiler.update(tree)
+            else:
+                assert isinstance(tree, exp.Delete)
+                table = compiler.delete(tree)
+            sends_to = (table.name,) if isinstance(tree, exp.Insert) and table.is_queue else ()
+            check_functions(tree, rewriter.where, _READ[self.dialect])
+            expected = self._expected_rows(binder)
+            named = _generate(tree, traits)
+            sql, values = _bound(named, binder.values, traits)
+            plan = DmlPlan(sql, values, expected, sends_to)
+        if rewriter.read_clock:
+            return plan, None
+        kept = _Kept(
+            replace(plan, params=_copied(plan.params)),
+            named,
+            binder.prefix,
+            tuple(binder.sources),
+            dict(binder.values),
+            dict(binder.types),
+        )
+        return plan, kept
 
     def _views(self, tree: exp.Expression) -> dict[str, str]:
         """Name each INFORMATION_SCHEMA view the statement reads as a CTE of its own (keys:
