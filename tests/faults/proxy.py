@@ -27,6 +27,11 @@ there) is then:
 ``stall``   never forwarded, the client socket is closed, and the server socket is kept
             open and silent: a network partition. The server's transaction stays "in
             progress" until someone terminates its backend.
+``fatal``   forwarded as for ``after``, then the client gets, instead of the server's reply,
+            the FATAL a server sends when it is shut down (``57P01``, "terminating connection
+            due to administrator command") and its socket is closed only 0.3 s later: a
+            server that committed and then ended the session before its reply, as a fast
+            shutdown can, heard by a client that has not yet seen the socket close.
 
 BEGIN and ROLLBACK disarm a connection, so a marker never leaks into a later transaction,
 and a tag drops once: a retry carrying the same marker (an ack of the same key) goes through.
@@ -46,8 +51,21 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = ["MODES", "CommitDropProxy", "Drop", "fault_marker"]
 
-MODES = ("before", "after", "stall")
-_MARKER = re.compile(rb"txq-fault:(before|after|stall):([A-Za-z0-9_.-]+)")
+MODES = ("before", "after", "stall", "fatal")
+_MARKER = re.compile(rb"txq-fault:(before|after|stall|fatal):([A-Za-z0-9_.-]+)")
+#: The ErrorResponse a shutting-down server sends before it closes the session.
+_ADMIN_SHUTDOWN = b"".join(
+    field + text + b"\0"
+    for field, text in (
+        (b"S", b"FATAL"),
+        (b"V", b"FATAL"),
+        (b"C", b"57P01"),
+        (b"M", b"terminating connection due to administrator command"),
+    )
+)
+_FATAL_REPLY = b"E" + struct.pack("!i", len(_ADMIN_SHUTDOWN) + 5) + _ADMIN_SHUTDOWN + b"\0"
+#: How long a ``fatal`` drop keeps the client's socket open after the FATAL.
+_FATAL_HOLD = 0.3
 _SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
 _CANCEL_REQUEST = 80877102
@@ -289,7 +307,7 @@ class CommitDropProxy:
             if flush_after_sync is not None:
                 server_writer.write(message)
                 if kind in (b"S", b"H"):
-                    self._cut_after(client_writer, server_writer)
+                    await self._end(flush_after_sync, client_writer, server_writer)
                     return False
                 continue
             commit = self._inspect(connection, kind, body)
@@ -311,11 +329,11 @@ class CommitDropProxy:
                 if mode == "stall":
                     client_writer.transport.abort()
                     return True
-                # after: the client must see no reply byte from here on.
+                # after, fatal: the client must see no reply byte from here on.
                 connection.silenced = True
                 server_writer.write(message)
                 if kind in (b"Q", b"S"):
-                    self._cut_after(client_writer, server_writer)
+                    await self._end(mode, client_writer, server_writer)
                     return False
                 flush_after_sync = mode
                 continue
@@ -326,11 +344,17 @@ class CommitDropProxy:
             await server_writer.drain()
 
     @staticmethod
-    def _cut_after(
-        client_writer: asyncio.StreamWriter, server_writer: asyncio.StreamWriter
+    async def _end(
+        mode: str, client_writer: asyncio.StreamWriter, server_writer: asyncio.StreamWriter
     ) -> None:
-        client_writer.transport.abort()
+        """End an ``after`` or ``fatal`` drop once COMMIT (and its Sync) is forwarded."""
         server_writer.close()  # FIN after the forwarded bytes: the server still reads COMMIT
+        if mode == "fatal":
+            client_writer.write(_FATAL_REPLY)
+            with contextlib.suppress(OSError):
+                await client_writer.drain()
+            await asyncio.sleep(_FATAL_HOLD)
+        client_writer.transport.abort()
 
     def _inspect(self, connection: _Connection, kind: bytes, body: bytes) -> str | None:
         """Track statements and markers; the protocol name when this message runs COMMIT."""

@@ -3,7 +3,8 @@
 A transaction holding only buffered sends or acks is sent without BEGIN and COMMIT: its
 statement commits at the pipeline's Sync (an implicit transaction). The proxy drops the connection at
 that Sync — before forwarding it (the server rolls back) or right after (the server commits,
-the client hears nothing) — and the commit marker must tell which: ``run_in_transaction``
+the client hears nothing, or hears only the FATAL of a server shutting down) — and the
+commit marker must tell which: ``run_in_transaction``
 returns after one attempt when the transaction committed, re-runs it when it did not, and
 every message ends sent (or acked) exactly once.
 """
@@ -11,6 +12,7 @@ every message ends sent (or acked) exactly once.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -28,7 +30,7 @@ QUEUE = (
 MESSAGES = 12
 
 
-@pytest.mark.parametrize("mode", ["before", "after"])
+@pytest.mark.parametrize("mode", ["before", "after", "fatal"])
 def test_a_dropped_reply_at_an_ack_only_commit_is_resolved(pg_database_url: str, mode: str) -> None:
     with txqueue.connect(pg_database_url) as db:
         db.update_ddl([QUEUE])
@@ -38,7 +40,10 @@ def test_a_dropped_reply_at_an_ack_only_commit_is_resolved(pg_database_url: str,
     attempts: Counter[str] = Counter()
     with CommitDropProxy.for_url(pg_database_url) as proxy:
         with txqueue.connect(proxy.url(pg_database_url) + "&pool_size=2") as db:
-            messages = db.receive_now("jobs", max_batch_size=MESSAGES)
+            # Leases outlast the run: a "fatal" drop holds each connection open a while.
+            messages = db.receive_now(
+                "jobs", max_batch_size=MESSAGES, lease_duration=timedelta(seconds=120)
+            )
             assert len(messages) == MESSAGES
             for message in messages:
 
@@ -52,7 +57,7 @@ def test_a_dropped_reply_at_an_ack_only_commit_is_resolved(pg_database_url: str,
     _check_resolved(pg_database_url, mode, drops, attempts, left_in_queue=0)
 
 
-@pytest.mark.parametrize("mode", ["before", "after"])
+@pytest.mark.parametrize("mode", ["before", "after", "fatal"])
 def test_a_dropped_reply_at_a_send_only_commit_is_resolved(pg_database_url: str, mode: str) -> None:
     with txqueue.connect(pg_database_url) as db:
         db.update_ddl([QUEUE])
@@ -78,7 +83,35 @@ def _check_resolved(
     """Every commit dropped at its Sync; each ran once if it committed, twice if not."""
     assert sorted(drops) == sorted(f"job{n}" for n in range(MESSAGES))
     assert {drop.protocol for drop in drops.values()} == {"implicit"}
-    expected = 1 if mode == "after" else 2  # committed: no re-run; rolled back: one re-run
+    # committed ("after", "fatal"): no re-run; rolled back ("before"): one re-run
+    expected = 2 if mode == "before" else 1
     assert set(attempts.values()) == {expected}, attempts
     with psycopg.connect(url) as connection:
         assert connection.execute("SELECT count(*) FROM jobs").fetchone() == (left_in_queue,)
+
+
+def test_a_fatal_in_place_of_the_reply_to_commit_is_resolved(pg_database_url: str) -> None:
+    """BEGIN … COMMIT (the transaction read first): the server commits, then ends the session
+    with a FATAL before its reply. The error is the server's, yet it does not say that
+    nothing committed: the marker says it did, and the transaction is not run again."""
+    with txqueue.connect(pg_database_url) as db:
+        db.update_ddl([QUEUE])
+    attempts: Counter[str] = Counter()
+    with CommitDropProxy.for_url(pg_database_url) as proxy:
+        with txqueue.connect(proxy.url(pg_database_url) + "&pool_size=2") as db:
+            for number in range(MESSAGES):
+                key = fault_marker("fatal", f"job{number}")
+
+                def work(txn: txqueue.Transaction, key: str = key) -> None:
+                    attempts[key] += 1
+                    txn.execute_sql("SELECT count(*) FROM jobs")  # BEGIN: not implicit
+                    txn.send("jobs", (key,), b"x")
+
+                db.run_in_transaction(work)
+        drops = proxy.drops_by_tag()
+
+    assert sorted(drops) == sorted(f"job{n}" for n in range(MESSAGES))
+    assert {drop.protocol for drop in drops.values()} != {"implicit"}
+    assert set(attempts.values()) == {1}, attempts
+    with psycopg.connect(pg_database_url) as connection:
+        assert connection.execute("SELECT count(*) FROM jobs").fetchone() == (MESSAGES,)

@@ -71,6 +71,9 @@ class Operation:
     attempts: list[str] = field(default_factory=list)
     outcome: str = ""
     ended: float = 0.0
+    #: per attempt, the proxy's drop mode ("" none); and the error that ended the send
+    modes: list[str] = field(default_factory=list)
+    error: str = ""
 
 
 class Senders:
@@ -116,6 +119,7 @@ class Senders:
                 if roll < DROP_AFTER + DROP_BEFORE
                 else ""
             )
+            op.modes.append(mode)
             payload = fault_marker(mode, attempt).encode() if mode else b"job"
             txn.insert("attempts", ("attempt", "msgkey"), [(attempt, op.key)])
             txn.send("jobs", (op.key,), payload)
@@ -125,6 +129,8 @@ class Senders:
             op.outcome = "ok"
         except txqueue.errors.TxqueueError as error:
             op.outcome = type(error).__name__
+            cause = error.__cause__
+            op.error = f"{error}" + (f" (from {type(cause).__name__}: {cause})" if cause else "")
         op.ended = time.time()
 
     def stop(self) -> None:
@@ -337,7 +343,12 @@ def judge(url: str, operations: list[Operation], observed: dict[str, int]) -> di
                 continue
             truth = "committed" if attempt in attempts else "aborted"
             if claim != truth:
-                wrong.append(f"key {op.key} attempt {attempt}: said {claim}, was {truth}")
+                wrong.append(
+                    f"key {op.key} attempt {attempt} ({index + 1} of {len(op.attempts)},"
+                    f" drop {op.modes[index] if index < len(op.modes) else '?'!r}, at"
+                    f" {op.started:.2f}-{op.ended:.2f}): said {claim}, was {truth};"
+                    f" {op.outcome or 'unfinished'} {op.error}".rstrip()
+                )
     history = History(
         sends=[Send(op.key, op.outcome == "ok") for op in operations],
         effects=[Effect(int(k), e, float(t), w) for e, k, w, t in effects],
