@@ -57,8 +57,15 @@ def test_a_dropped_reply_at_an_ack_only_commit_is_resolved(pg_database_url: str,
     _check_resolved(pg_database_url, mode, drops, attempts, left_in_queue=0)
 
 
-@pytest.mark.parametrize("mode", ["before", "after", "fatal"])
-def test_a_dropped_reply_at_a_send_only_commit_is_resolved(pg_database_url: str, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "read_first"),
+    [("before", False), ("after", False), ("fatal", False), ("fatal", True)],
+)
+def test_a_dropped_reply_at_a_send_only_commit_is_resolved(
+    pg_database_url: str, mode: str, read_first: bool
+) -> None:
+    """``read_first``: the transaction reads before it sends, so it runs as BEGIN … COMMIT
+    (not implicit); a FATAL in place of COMMIT's reply is resolved from the marker too."""
     with txqueue.connect(pg_database_url) as db:
         db.update_ddl([QUEUE])
     attempts: Counter[str] = Counter()
@@ -69,49 +76,32 @@ def test_a_dropped_reply_at_a_send_only_commit_is_resolved(pg_database_url: str,
 
                 def work(txn: txqueue.Transaction, key: str = key) -> None:
                     attempts[key] += 1
+                    if read_first:
+                        txn.execute_sql("SELECT count(*) FROM jobs")
                     txn.send("jobs", (key,), b"x")
 
                 db.run_in_transaction(work)
         drops = proxy.drops_by_tag()
 
-    _check_resolved(pg_database_url, mode, drops, attempts, left_in_queue=MESSAGES)
+    implicit = not read_first
+    _check_resolved(pg_database_url, mode, drops, attempts, MESSAGES, implicit)
 
 
 def _check_resolved(
-    url: str, mode: str, drops: dict[str, Any], attempts: Counter[str], left_in_queue: int
+    url: str,
+    mode: str,
+    drops: dict[str, Any],
+    attempts: Counter[str],
+    left_in_queue: int,
+    implicit: bool = True,
 ) -> None:
-    """Every commit dropped at its Sync; each ran once if it committed, twice if not."""
+    """Every commit dropped (at its Sync, or its COMMIT); each ran once if it committed, twice
+    if not."""
     assert sorted(drops) == sorted(f"job{n}" for n in range(MESSAGES))
-    assert {drop.protocol for drop in drops.values()} == {"implicit"}
+    protocols = {drop.protocol for drop in drops.values()}
+    assert (protocols == {"implicit"}) == implicit, protocols
     # committed ("after", "fatal"): no re-run; rolled back ("before"): one re-run
     expected = 2 if mode == "before" else 1
     assert set(attempts.values()) == {expected}, attempts
     with psycopg.connect(url) as connection:
         assert connection.execute("SELECT count(*) FROM jobs").fetchone() == (left_in_queue,)
-
-
-def test_a_fatal_in_place_of_the_reply_to_commit_is_resolved(pg_database_url: str) -> None:
-    """BEGIN … COMMIT (the transaction read first): the server commits, then ends the session
-    with a FATAL before its reply. The error is the server's, yet it does not say that
-    nothing committed: the marker says it did, and the transaction is not run again."""
-    with txqueue.connect(pg_database_url) as db:
-        db.update_ddl([QUEUE])
-    attempts: Counter[str] = Counter()
-    with CommitDropProxy.for_url(pg_database_url) as proxy:
-        with txqueue.connect(proxy.url(pg_database_url) + "&pool_size=2") as db:
-            for number in range(MESSAGES):
-                key = fault_marker("fatal", f"job{number}")
-
-                def work(txn: txqueue.Transaction, key: str = key) -> None:
-                    attempts[key] += 1
-                    txn.execute_sql("SELECT count(*) FROM jobs")  # BEGIN: not implicit
-                    txn.send("jobs", (key,), b"x")
-
-                db.run_in_transaction(work)
-        drops = proxy.drops_by_tag()
-
-    assert sorted(drops) == sorted(f"job{n}" for n in range(MESSAGES))
-    assert {drop.protocol for drop in drops.values()} != {"implicit"}
-    assert set(attempts.values()) == {1}, attempts
-    with psycopg.connect(pg_database_url) as connection:
-        assert connection.execute("SELECT count(*) FROM jobs").fetchone() == (MESSAGES,)
