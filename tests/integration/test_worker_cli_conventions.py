@@ -26,7 +26,9 @@ def _app(directory: Path, name: str, body: str) -> None:
 
 def _worker(directory: Path, *args: str) -> subprocess.Popen[str]:
     path = os.pathsep.join(filter(None, [str(directory), os.environ.get("PYTHONPATH")]))
-    environment = {**os.environ, "PYTHONPATH": path}
+    # A crash (once, SIGSEGV as a worker stopped right after it started) prints every
+    # thread's Python stack into the stderr an assertion shows.
+    environment = {**os.environ, "PYTHONPATH": path, "PYTHONFAULTHANDLER": "1"}
     command = [sys.executable, "-m", "txqueue.cli.main", "worker", *args, "--no-status"]
     return subprocess.Popen(
         command, cwd=directory, env=environment, stderr=subprocess.PIPE, text=True
